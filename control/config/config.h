@@ -1,0 +1,171 @@
+// meshgate configuration: TOML (toml++) parsed once into these plain structs, validated in one
+// function. Control thread only. Keys and meanings: ../shared/design/INTERFACE.md and
+// config/README.md. Every default is a named constant with its reason.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "control/common/result.h"
+#include "dataplane/common/net_types.h"
+
+namespace meshgate::ctl {
+
+// Where a value came from, for error messages and dumps.
+struct SourcePos {
+  std::string file;
+  uint32_t line = 0;
+  uint32_t column = 0;
+};
+
+// One validation or syntax error: "file:line:column: key: message".
+struct ConfigError {
+  SourcePos pos;
+  std::string key;      // dotted path with indices, e.g. "service[1].backend[0].port"
+  std::string message;  // what was expected / what is wrong
+  std::string str() const;
+};
+
+struct ConfigErrors {
+  std::vector<ConfigError> errors;
+  std::string str() const;  // one error per line
+};
+
+// Defaults.
+inline constexpr uint32_t kDefaultWorkers = 1;
+inline constexpr uint32_t kMaxWorkers = 64;               // RTE_MAX_LCORE headroom
+inline constexpr uint16_t kDefaultRxDescriptors = 1024;  // absorbs ~50 us at 20 Mpps
+inline constexpr uint16_t kDefaultTxDescriptors = 1024;
+inline constexpr uint16_t kDefaultMtu = 1500;            // Ethernet default
+inline constexpr uint32_t kDefaultMaxFlows = 1u << 20;   // INTERFACE.md
+// Conntrack timeouts in seconds, chosen like Linux nf_conntrack / IPVS defaults.
+inline constexpr uint32_t kDefaultTcpSynS = 30;
+inline constexpr uint32_t kDefaultTcpEstablishedS = 7200;
+inline constexpr uint32_t kDefaultTcpFinS = 60;
+inline constexpr uint32_t kDefaultTcpTimeWaitS = 60;
+inline constexpr uint32_t kDefaultUdpS = 60;
+inline constexpr uint32_t kDefaultIcmpS = 30;
+inline constexpr uint16_t kDefaultHbonePort = 15008;  // Istio HBONE
+
+enum class ForwardMode : uint8_t { kDnat, kFullnat, kDsrIpip, kDsrGue, kProxy };
+const char* forward_mode_name(ForwardMode m);
+
+struct GatewayConfig {
+  uint32_t workers = kDefaultWorkers;  // worker lcores; each owns one RX/TX queue per port
+  SourcePos pos;
+};
+
+struct PortConfig {
+  std::string name;
+  std::string device;                 // PCI address ("0000:3b:00.1") or DPDK vdev string
+  std::vector<IpPrefix> addresses;    // local addresses with their on-link prefix
+  std::optional<MacAddr> mac;         // override of the device MAC
+  uint16_t rx_descriptors = kDefaultRxDescriptors;
+  uint16_t tx_descriptors = kDefaultTxDescriptors;
+  uint16_t mtu = kDefaultMtu;         // bytes of IP packet
+  SourcePos pos;
+};
+
+struct RouteConfig {
+  IpPrefix prefix;
+  IpAddr via;        // next hop; must be on-link of a port address (or of `port`)
+  std::string port;  // optional: port name; empty = the port whose prefix holds `via`
+  SourcePos pos;
+};
+
+struct NeighborConfig {
+  IpAddr address;
+  MacAddr mac;
+  std::string port;  // optional: empty = the port whose prefix holds `address`
+  SourcePos pos;
+};
+
+struct BackendConfig {
+  IpAddr address;
+  uint16_t port = 0;    // required
+  uint32_t weight = 1;  // 0 = drain: no new flows, existing flows stay
+  SourcePos pos;
+};
+
+struct ServiceConfig {
+  std::string name;
+  IpAddr vip;
+  uint16_t port = 0;
+  L4Proto protocol = L4Proto::kTcp;
+  ForwardMode mode = ForwardMode::kDnat;
+  uint32_t table_size = 0;  // lookup table slots (prime); 0 = automatic (>= 100 x backends)
+  std::vector<BackendConfig> backends;
+  SourcePos pos;
+};
+
+struct FullnatConfig {
+  std::vector<IpAddr> local_addresses;
+  SourcePos pos;
+};
+
+struct ConntrackConfig {
+  uint32_t max_flows = kDefaultMaxFlows;  // per gateway; split across workers
+  uint32_t tcp_syn = kDefaultTcpSynS;     // seconds, each
+  uint32_t tcp_established = kDefaultTcpEstablishedS;
+  uint32_t tcp_fin = kDefaultTcpFinS;
+  uint32_t tcp_time_wait = kDefaultTcpTimeWaitS;
+  uint32_t udp = kDefaultUdpS;
+  uint32_t icmp = kDefaultIcmpS;
+  SourcePos pos;
+};
+
+enum class MeshSource : uint8_t { kNone, kFile, kXds };
+
+struct MeshConfig {
+  MeshSource source = MeshSource::kNone;
+  std::string path;        // file: mesh file, reloaded on change
+  std::string address;     // xds: "istiod.istio-system.svc:15012"
+  bool tls = true;         // xds: TLS with server authentication (plaintext for tests)
+  std::string ca_file;     // xds: CA bundle verifying istiod
+  std::string token_file;  // xds: bearer token (path)
+  std::string cluster_id = "Kubernetes";  // Istio's default CLUSTER_ID
+  std::string node_id;
+  std::string network;
+  ForwardMode mode = ForwardMode::kDnat;  // for non-mesh endpoints: dnat | fullnat | proxy
+  SourcePos pos;
+};
+
+struct HboneConfig {
+  uint16_t port = kDefaultHbonePort;
+  std::string cert_chain;
+  std::string private_key;
+  std::string trust_bundle;
+  std::string trust_domain = "cluster.local";
+  SourcePos pos;
+};
+
+struct AdminConfig {
+  std::string listen = "127.0.0.1:15000";  // host:port; empty string disables the admin API
+  SourcePos pos;
+};
+
+struct Config {
+  std::string path;  // the file this came from
+  GatewayConfig gateway;
+  std::vector<PortConfig> ports;
+  std::vector<RouteConfig> routes;
+  std::vector<NeighborConfig> neighbors;
+  std::vector<ServiceConfig> services;
+  FullnatConfig fullnat;
+  ConntrackConfig conntrack;
+  MeshConfig mesh;
+  HboneConfig hbone;
+  AdminConfig admin;
+};
+
+// Parses and validates. On failure returns every error found (syntax errors stop at the first).
+// `name` is used as the file name in messages.
+Result<Config, ConfigErrors> parse_config(std::string_view toml_text, const std::string& name);
+Result<Config, ConfigErrors> load_config(const std::string& path);
+
+// Validation alone (parse_config already calls it); exposed for configs built in code.
+ConfigErrors validate_config(const Config& config);
+
+}  // namespace meshgate::ctl

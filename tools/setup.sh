@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what meshgate needs to build, run and test: Debian 12 packages only.
+# Idempotent: apt runs only when a package is missing. Run as root (or with sudo).
+set -euo pipefail
+
+packages=(
+  # toolchain
+  build-essential g++ cmake ninja-build pkg-config clang llvm
+  # dataplane
+  dpdk dpdk-dev libdpdk-dev libpcap-dev libhyperscan-dev
+  # control plane and protocols
+  libssl-dev libtomlplusplus-dev libnghttp2-dev libgrpc++-dev libprotobuf-dev
+  protobuf-compiler protobuf-compiler-grpc libcli11-dev nlohmann-json3-dev libcpp-httplib-dev
+  # tests and benchmarks
+  libgtest-dev libgmock-dev googletest libbenchmark-dev tshark iproute2 ethtool
+  python3 curl openssl nghttp2-client nginx-light
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
