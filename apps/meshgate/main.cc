@@ -19,8 +19,8 @@ namespace {
 void check_referenced_files(const Config& cfg, ConfigErrors* errs) {
   auto need = [&](const std::string& path, const SourcePos& pos, const char* key) {
     if (path.empty()) return;
-    std::filesystem::path p(path);
-    if (p.is_relative()) p = std::filesystem::path(cfg.path).parent_path() / p;
+    // Relative paths are relative to the working directory (config/README.md).
+    const std::filesystem::path p(path);
     std::error_code ec;
     if (!std::filesystem::exists(p, ec)) {
       errs->errors.push_back({pos, key, "file not found: \"" + p.string() + "\""});

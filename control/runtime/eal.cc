@@ -89,6 +89,7 @@ EalPlan plan_eal(const Config& cfg, uint32_t workers, uint32_t mbufs,
   } else {
     a.push_back("--no-huge");
     a.push_back("--no-shconf");
+    a.push_back("--no-telemetry");  // its socket lives in the shared runtime directory
     a.push_back("-m");
     a.push_back(std::to_string(plan.memory_mb));
   }

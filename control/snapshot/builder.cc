@@ -87,7 +87,7 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<dp::Po
       s.table_size = size;
       snap->lb_slots.insert(snap->lb_slots.end(), table.begin(), table.end());
     }
-    keys.push_back(dp::ServiceKey{s.vip, s.port_be, s.proto, 0});
+    keys.push_back(dp::ServiceKey{s.vip, s.port_be, s.proto});
     bool seen = false;
     for (const auto& v : snap->vips) seen |= v == s.vip;
     if (!seen) snap->vips.push_back(s.vip);
@@ -150,7 +150,24 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<dp::Po
     dp::snapshot_free(snap.release());
     return Error{std::string("cannot create LPM tables: ") + rte_strerror(rte_errno)};
   }
+  // rte_lpm / rte_lpm6 take depths from 1: a default route becomes its two halves.
+  std::vector<Route> expanded;
   for (const auto& r : routes) {
+    if (r.prefix.len != 0) {
+      expanded.push_back(r);
+      continue;
+    }
+    Route hi = r;
+    hi.prefix.len = 1;
+    (r.prefix.addr.is_v4() ? hi.prefix.addr.b[12] : hi.prefix.addr.b[0]) = 0x80;
+    Route lo = r;
+    lo.prefix.len = 1;
+    expanded.push_back(lo);
+    expanded.push_back(hi);
+  }
+  // Longer prefixes must not be overwritten by shorter ones; rte_lpm handles overlap by depth,
+  // but a later add of the same depth replaces: add in config order, connected routes first.
+  for (const auto& r : expanded) {
     const int rc = r.prefix.addr.is_v4()
                        ? rte_lpm_add(snap->lpm4, r.prefix.addr.v4_host(), r.prefix.len, r.next_hop)
                        : rte_lpm6_add(snap->lpm6, r.prefix.addr.b, r.prefix.len, r.next_hop);

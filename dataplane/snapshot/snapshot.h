@@ -81,13 +81,16 @@ class FlatIndex {
   std::vector<uint32_t> vals_;
 };
 
+// Hashed as raw bytes, so it must have no implicit padding.
 struct ServiceKey {
   IpAddr vip;
   uint16_t port_be = 0;
   uint8_t proto = 0;
-  uint8_t pad = 0;
+  uint8_t pad0 = 0;
+  uint32_t pad1 = 0;
   friend bool operator==(const ServiceKey&, const ServiceKey&) = default;
 };
+static_assert(sizeof(ServiceKey) == 24, "ServiceKey must be padding-free");
 
 struct StaticNeighbor {
   IpAddr address;
@@ -113,7 +116,7 @@ struct Snapshot {
   FlatIndex<IpAddr> neighbor_index;
 
   const SnapService* find_service(const IpAddr& vip, uint16_t port_be, uint8_t proto) const {
-    const int32_t i = service_index.find(ServiceKey{vip, port_be, proto, 0});
+    const int32_t i = service_index.find(ServiceKey{vip, port_be, proto});
     return i < 0 ? nullptr : &services[uint32_t(i)];
   }
   bool is_vip(const IpAddr& a) const { return vip_index.find(a) >= 0; }
