@@ -73,6 +73,11 @@ class Worker {
   // Conntrack; read by the control thread only while the worker is stopped, or for gauges.
   const FlowTable& flows() const { return flows_; }
   uint64_t now_ns() const { return now_ns_; }
+  // Replay clock: moves it forward to `ns` (never back). The replay follows packet timestamps;
+  // this lets a driver with no packet to deliver (tests, idle replays) let timers run.
+  void advance_clock(uint64_t ns) {
+    if (ns > now_ns_) now_ns_ = ns;
+  }
 
  private:
   enum Next : uint8_t {
