@@ -1,0 +1,775 @@
+// Config parsing and validation: the shipped example configs, defaults, and a table of broken
+// configs with the exact position, key and message each must produce.
+#include "control/config/config.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <string_view>
+
+namespace meshgate::ctl {
+namespace {
+
+constexpr const char* kFile = "config.toml";
+
+// Appended after a case's own lines (so the case's line numbers read as written): the one port
+// most cases need to be otherwise valid.
+constexpr std::string_view kPort = R"(
+[[port]]
+name = "net0"
+device = "net_null0"
+addresses = ["198.51.100.1/24", "2001:db8:1::1/64"]
+)";
+
+Config parse_ok(std::string_view text) {
+  auto r = parse_config(text, kFile);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().str());
+  return r.ok() ? std::move(r).value() : Config{};
+}
+
+IpAddr ip(std::string_view s) { return *IpAddr::parse(s); }
+
+// ---- the shipped configs ----
+
+TEST(ConfigFiles, DemoConfigLoadsWithTheReplayTopology) {
+  auto r = load_config(MG_SOURCE_DIR "/config/demo.toml");
+  ASSERT_TRUE(r.ok()) << r.error().str();
+  const Config& c = *r;
+  EXPECT_EQ(c.gateway.workers, 1u);
+
+  ASSERT_EQ(c.ports.size(), 1u);
+  EXPECT_EQ(c.ports[0].name, "net0");
+  EXPECT_EQ(c.ports[0].device, "net_pcap0,rx_pcap=demo-in.pcap,tx_pcap=demo-out.pcap");
+  EXPECT_EQ(c.ports[0].mac, MacAddr::parse("02:00:00:00:00:01"));
+  ASSERT_EQ(c.ports[0].addresses.size(), 2u);
+  EXPECT_EQ(c.ports[0].addresses[0].str(), "198.51.100.1/24");
+  EXPECT_EQ(c.ports[0].addresses[1].str(), "2001:db8:1::1/64");
+
+  ASSERT_EQ(c.routes.size(), 2u);
+  EXPECT_EQ(c.routes[0].prefix.str(), "0.0.0.0/0");
+  EXPECT_EQ(c.routes[0].via, ip("198.51.100.254"));
+  EXPECT_EQ(c.routes[1].prefix.str(), "::/0");
+  EXPECT_EQ(c.routes[1].via, ip("2001:db8:1::fe"));
+
+  const std::pair<const char*, const char*> neighbors[] = {
+      {"198.51.100.254", "02:00:00:00:00:fe"}, {"2001:db8:1::fe", "02:00:00:00:00:fe"},
+      {"198.51.100.11", "02:00:00:00:01:11"},  {"198.51.100.12", "02:00:00:00:01:12"},
+      {"198.51.100.13", "02:00:00:00:01:13"},  {"2001:db8:1::11", "02:00:00:00:01:61"},
+      {"2001:db8:1::12", "02:00:00:00:01:62"}};
+  ASSERT_EQ(c.neighbors.size(), std::size(neighbors));
+  for (size_t i = 0; i < std::size(neighbors); ++i) {
+    EXPECT_EQ(c.neighbors[i].address, ip(neighbors[i].first)) << i;
+    EXPECT_EQ(c.neighbors[i].mac, *MacAddr::parse(neighbors[i].second)) << i;
+  }
+
+  ASSERT_EQ(c.services.size(), 3u);
+  const ServiceConfig& web = c.services[0];
+  EXPECT_EQ(web.name, "web");
+  EXPECT_EQ(web.vip, ip("203.0.113.10"));
+  EXPECT_EQ(web.port, 80);
+  EXPECT_EQ(web.protocol, L4Proto::kTcp);
+  EXPECT_EQ(web.mode, ForwardMode::kDnat);
+  ASSERT_EQ(web.backends.size(), 3u);
+  EXPECT_EQ(web.backends[2].address, ip("198.51.100.13"));
+  EXPECT_EQ(web.backends[2].port, 8080);
+  EXPECT_EQ(web.backends[0].weight, 1u);
+  EXPECT_EQ(web.backends[2].weight, 2u);
+
+  const ServiceConfig& dns = c.services[1];
+  EXPECT_EQ(dns.name, "dns");
+  EXPECT_EQ(dns.vip, ip("203.0.113.10"));
+  EXPECT_EQ(dns.port, 53);
+  EXPECT_EQ(dns.protocol, L4Proto::kUdp);
+  ASSERT_EQ(dns.backends.size(), 2u);
+  EXPECT_EQ(dns.backends[1].port, 5353);
+
+  const ServiceConfig& web6 = c.services[2];
+  EXPECT_EQ(web6.name, "web6");
+  EXPECT_EQ(web6.vip, ip("2001:db8:100::10"));
+  ASSERT_EQ(web6.backends.size(), 2u);
+  EXPECT_EQ(web6.backends[0].address, ip("2001:db8:1::11"));
+  EXPECT_EQ(web6.backends[1].address, ip("2001:db8:1::12"));
+
+  EXPECT_EQ(c.conntrack.max_flows, 65536u);
+  EXPECT_EQ(c.admin.listen, "127.0.0.1:15000");
+  EXPECT_EQ(c.mesh.source, MeshSource::kNone);
+}
+
+TEST(ConfigFiles, IngressNodeConfigLoadsWithEveryForwardingMode) {
+  auto r = load_config(MG_SOURCE_DIR "/config/ingress-node.toml");
+  ASSERT_TRUE(r.ok()) << r.error().str();
+  const Config& c = *r;
+  EXPECT_EQ(c.gateway.workers, 4u);
+  ASSERT_EQ(c.ports.size(), 2u);
+  EXPECT_EQ(c.ports[0].device, "0000:3b:02.0");
+  EXPECT_EQ(c.ports[1].device, "0000:3b:02.1");
+  bool seen[5] = {};
+  for (const auto& s : c.services) seen[size_t(s.mode)] = true;
+  EXPECT_TRUE(seen[size_t(ForwardMode::kDnat)]);
+  EXPECT_TRUE(seen[size_t(ForwardMode::kFullnat)]);
+  EXPECT_TRUE(seen[size_t(ForwardMode::kDsrIpip)]);
+  EXPECT_TRUE(seen[size_t(ForwardMode::kDsrGue)]);
+  EXPECT_FALSE(c.fullnat.local_addresses.empty());
+  EXPECT_EQ(c.mesh.source, MeshSource::kXds);
+  EXPECT_EQ(c.mesh.address, "istiod.istio-system.svc:15012");
+  EXPECT_EQ(c.mesh.mode, ForwardMode::kFullnat);
+  EXPECT_EQ(c.hbone.port, 15008);
+  EXPECT_FALSE(c.hbone.cert_chain.empty());
+}
+
+// ---- defaults ----
+
+TEST(ConfigDefaults, OmittedKeysTakeTheDocumentedDefaults) {
+  const Config c = parse_ok(R"(
+[[port]]
+name = "net0"
+device = "net_null0"
+addresses = ["198.51.100.1"]
+
+[[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+)");
+  EXPECT_EQ(c.path, kFile);
+  EXPECT_EQ(c.gateway.workers, kDefaultWorkers);
+  ASSERT_EQ(c.ports.size(), 1u);
+  const PortConfig& p = c.ports[0];
+  EXPECT_FALSE(p.mac.has_value());
+  EXPECT_EQ(p.rx_descriptors, kDefaultRxDescriptors);
+  EXPECT_EQ(p.tx_descriptors, kDefaultTxDescriptors);
+  EXPECT_EQ(p.mtu, kDefaultMtu);
+  ASSERT_EQ(p.addresses.size(), 1u);
+  EXPECT_EQ(p.addresses[0].str(), "198.51.100.1/32") << "a bare address is a host prefix";
+
+  ASSERT_EQ(c.services.size(), 1u);
+  EXPECT_EQ(c.services[0].protocol, L4Proto::kTcp);
+  EXPECT_EQ(c.services[0].mode, ForwardMode::kDnat);
+  EXPECT_EQ(c.services[0].table_size, 0u);
+  EXPECT_EQ(c.services[0].backends[0].weight, 1u);
+
+  EXPECT_TRUE(c.fullnat.local_addresses.empty());
+  EXPECT_EQ(c.mesh.source, MeshSource::kNone);
+  EXPECT_TRUE(c.mesh.tls);
+  EXPECT_EQ(c.mesh.cluster_id, "Kubernetes");
+  EXPECT_EQ(c.mesh.mode, ForwardMode::kDnat);
+  EXPECT_EQ(c.hbone.port, kDefaultHbonePort);
+  EXPECT_EQ(c.hbone.trust_domain, "cluster.local");
+  EXPECT_EQ(c.admin.listen, "127.0.0.1:15000");
+}
+
+TEST(ConfigDefaults, ConntrackDefaultsApplyWhenTheTableIsMissing) {
+  const Config c = parse_ok(kPort);
+  EXPECT_EQ(c.conntrack.max_flows, kDefaultMaxFlows);
+  EXPECT_EQ(c.conntrack.tcp_syn, kDefaultTcpSynS);
+  EXPECT_EQ(c.conntrack.tcp_established, kDefaultTcpEstablishedS);
+  EXPECT_EQ(c.conntrack.tcp_fin, kDefaultTcpFinS);
+  EXPECT_EQ(c.conntrack.tcp_time_wait, kDefaultTcpTimeWaitS);
+  EXPECT_EQ(c.conntrack.udp, kDefaultUdpS);
+  EXPECT_EQ(c.conntrack.icmp, kDefaultIcmpS);
+}
+
+TEST(ConfigDefaults, ConntrackTimeoutsGivenAreStoredAndOthersKeepDefaults) {
+  const Config c = parse_ok(std::string(R"([conntrack]
+max_flows = 2048
+tcp_established = 3600
+udp = 15
+)") + std::string(kPort));
+  EXPECT_EQ(c.conntrack.max_flows, 2048u);
+  EXPECT_EQ(c.conntrack.tcp_established, 3600u);
+  EXPECT_EQ(c.conntrack.udp, 15u);
+  EXPECT_EQ(c.conntrack.tcp_syn, kDefaultTcpSynS);
+  EXPECT_EQ(c.conntrack.icmp, kDefaultIcmpS);
+}
+
+TEST(ConfigParse, BackendsMayBeAnArrayOfInlineTables) {
+  const Config c = parse_ok(std::string(R"([[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+backend = [{ address = "198.51.100.11", port = 8080 },
+           { address = "198.51.100.12", port = 8080, weight = 3 }]
+)") + std::string(kPort));
+  ASSERT_EQ(c.services.size(), 1u);
+  ASSERT_EQ(c.services[0].backends.size(), 2u);
+  EXPECT_EQ(c.services[0].backends[1].weight, 3u);
+}
+
+TEST(ConfigParse, AdminListenAcceptsBracketedIpv6AndEmptyToDisable) {
+  EXPECT_EQ(parse_ok(std::string("[admin]\nlisten = \"[::1]:15000\"\n") + std::string(kPort))
+                .admin.listen,
+            "[::1]:15000");
+  EXPECT_EQ(parse_ok(std::string("[admin]\nlisten = \"\"\n") + std::string(kPort)).admin.listen,
+            "");
+}
+
+TEST(ConfigParse, FullnatServiceWithLocalAddressOfItsFamilyIsValid) {
+  const Config c = parse_ok(std::string(R"([[service]]
+name = "api"
+vip = "203.0.113.10"
+port = 443
+mode = "fullnat"
+  [[service.backend]]
+  address = "192.0.2.10"
+  port = 8443
+[[route]]
+prefix = "192.0.2.0/24"
+via = "198.51.100.254"
+port = "net0"
+[fullnat]
+local_addresses = ["198.51.100.2"]
+)") + std::string(kPort));
+  EXPECT_EQ(c.services[0].mode, ForwardMode::kFullnat);
+  EXPECT_EQ(c.routes[0].port, "net0");
+}
+
+// ---- error reporting ----
+
+TEST(ConfigErrors, StrIsFileLineColumnKeyMessage) {
+  auto r = parse_config("[gateway]\nwrokers = 2\n" + std::string(kPort), kFile);
+  ASSERT_FALSE(r.ok());
+  ASSERT_EQ(r.error().errors.size(), 1u);
+  EXPECT_EQ(r.error().errors[0].str(),
+            "config.toml:2:1: gateway.wrokers: unknown key (did you mean 'workers'?)");
+  EXPECT_EQ(r.error().str(),
+            "config.toml:2:1: gateway.wrokers: unknown key (did you mean 'workers'?)\n");
+}
+
+TEST(ConfigErrors, AllValidationErrorsAreReportedInFileOrder) {
+  auto r = parse_config(R"([gateway]
+workers = 0
+
+[[port]]
+name = "net0"
+device = "net_null0"
+addresses = ["198.51.100.1/24"]
+mtu = 100
+
+[[route]]
+prefix = "10.0.0.0/8"
+via = "192.0.2.1"
+
+[conntrack]
+udp = 0
+colour = "blue"
+)",
+                        kFile);
+  ASSERT_FALSE(r.ok());
+  const auto& e = r.error().errors;
+  ASSERT_EQ(e.size(), 5u) << r.error().str();
+  EXPECT_EQ(e[0].key, "gateway.workers");
+  EXPECT_EQ(e[0].pos.line, 2u);
+  EXPECT_EQ(e[1].key, "port[0].mtu");
+  EXPECT_EQ(e[1].pos.line, 8u);
+  EXPECT_EQ(e[2].key, "route[0].via");
+  EXPECT_EQ(e[2].pos.line, 12u);
+  EXPECT_EQ(e[3].key, "conntrack.udp");
+  EXPECT_EQ(e[3].pos.line, 15u);
+  EXPECT_EQ(e[4].key, "conntrack.colour");
+  EXPECT_EQ(e[4].pos.line, 16u);
+}
+
+TEST(ConfigErrors, SyntaxErrorStopsAtTheFirstOne) {
+  auto r = parse_config("[gateway\nworkers = = 1\n[[port]\n", kFile);
+  ASSERT_FALSE(r.ok());
+  ASSERT_EQ(r.error().errors.size(), 1u);
+  EXPECT_EQ(r.error().errors[0].pos.line, 1u);
+  EXPECT_EQ(r.error().errors[0].pos.file, kFile);
+}
+
+TEST(ConfigErrors, LoadConfigReportsAFileThatCannotBeRead) {
+  auto r = load_config("/nonexistent/meshgate.toml");
+  ASSERT_FALSE(r.ok());
+  ASSERT_EQ(r.error().errors.size(), 1u);
+  EXPECT_EQ(r.error().errors[0].pos.file, "/nonexistent/meshgate.toml");
+  EXPECT_NE(r.error().errors[0].message.find("cannot read config"), std::string::npos);
+}
+
+TEST(ConfigErrors, ValidateConfigChecksConfigsBuiltInCode) {
+  Config c;
+  c.path = "built-in";
+  PortConfig port;
+  port.name = "net0";
+  port.device = "net_null0";
+  port.addresses.push_back(*IpPrefix::parse("198.51.100.1/24"));
+  c.ports.push_back(port);
+  ServiceConfig s;
+  s.name = "web";
+  s.vip = ip("203.0.113.10");
+  s.port = 80;
+  s.pos = SourcePos{"built-in", 7, 1};
+  BackendConfig b;
+  b.address = ip("198.51.100.11");  // port left 0
+  s.backends.push_back(b);
+  c.services.push_back(s);
+
+  const ConfigErrors errs = validate_config(c);
+  ASSERT_EQ(errs.errors.size(), 1u) << errs.str();
+  EXPECT_EQ(errs.errors[0].key, "service[0].backend[0].port");
+  EXPECT_EQ(errs.errors[0].message, "expected an integer 1..65535, got 0");
+  // Without per-key positions the error points at the nearest table that has one.
+  EXPECT_EQ(errs.errors[0].pos.line, 7u);
+
+  c.services[0].backends[0].port = 8080;
+  EXPECT_TRUE(validate_config(c).errors.empty()) << validate_config(c).str();
+}
+
+// ---- the table of broken configs ----
+
+struct BadConfig {
+  const char* name;  // the test name: what is wrong
+  const char* toml;
+  uint32_t line;
+  uint32_t column;
+  const char* key;
+  const char* message;  // a substring of the message
+  bool add_port = true;
+  size_t n_errors = 1;  // one mistake, one error: no follow-on errors
+};
+
+void PrintTo(const BadConfig& c, std::ostream* os) { *os << c.name; }
+
+class BadConfigTest : public testing::TestWithParam<BadConfig> {};
+
+TEST_P(BadConfigTest, ReportsPositionKeyAndMessage) {
+  const BadConfig& bc = GetParam();
+  std::string text = bc.toml;
+  if (bc.add_port) text += kPort;
+  auto r = parse_config(text, kFile);
+  ASSERT_FALSE(r.ok()) << "config was accepted:\n" << text;
+  const auto& errors = r.error().errors;
+  EXPECT_EQ(errors.size(), bc.n_errors) << r.error().str();
+  bool found = false;
+  for (const auto& e : errors) {
+    if (e.pos.line == bc.line && e.pos.column == bc.column && e.key == bc.key &&
+        e.message.find(bc.message) != std::string::npos) {
+      found = true;
+      EXPECT_EQ(e.pos.file, kFile);
+    }
+  }
+  EXPECT_TRUE(found) << "expected " << kFile << ":" << bc.line << ":" << bc.column << ": "
+                     << bc.key << ": ..." << bc.message << "...\ngot:\n"
+                     << r.error().str();
+}
+
+const BadConfig kBadConfigs[] = {
+    // -- unknown keys and tables --
+    {"misspelt_key_suggests_the_closest_key", R"([gateway]
+wrokers = 2
+)",
+     2, 1, "gateway.wrokers", "unknown key (did you mean 'workers'?)"},
+    {"unknown_key_without_close_match_lists_valid_keys", R"([admin]
+bind = "127.0.0.1:15000"
+)",
+     2, 1, "admin.bind", "unknown key (valid keys: listen)"},
+    {"unknown_table_suggests_the_closest_table", R"([gatway]
+workers = 2
+)",
+     1, 2, "gatway", "unknown table (did you mean 'gateway'?)"},
+    {"plural_array_table_suggests_the_singular", R"([[services]]
+name = "web"
+)",
+     1, 3, "services", "unknown table (did you mean 'service'?)"},
+    {"top_level_key_of_a_table_names_its_table", R"(workers = 2
+)",
+     1, 1, "workers", "did you mean 'gateway.workers'? put it under [gateway]"},
+    {"misspelt_backend_key_suggests_and_reports_the_missing_key", R"([[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+  [[service.backend]]
+  adress = "198.51.100.11"
+  port = 8080
+)",
+     6, 3, "service[0].backend[0].adress", "unknown key (did you mean 'address'?)", true, 2},
+
+    // -- syntax --
+    {"toml_syntax_error_has_the_toml_position", R"([gateway]
+workers = = 2
+)",
+     2, 11, "", "invalid TOML: "},
+
+    // -- types --
+    {"string_where_integer_expected", R"([[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = "eighty"
+)",
+     7, 10, "service[0].backend[0].port", R"(expected an integer 1..65535, got "eighty")"},
+    {"float_where_integer_expected", R"([conntrack]
+max_flows = 1e6
+)",
+     2, 13, "conntrack.max_flows", "expected an integer 1024..67108864, got 1000000"},
+    {"integer_where_string_expected", R"([[port]]
+name = 0
+device = "net_null0"
+)",
+     2, 8, "port[0].name", "expected a string, got 0", false},
+    {"string_where_boolean_expected", R"([mesh]
+tls = "yes"
+)",
+     2, 7, "mesh.tls", R"(expected true or false, got "yes")"},
+    {"single_table_where_array_of_tables_expected", R"([port]
+name = "net0"
+device = "net_null0"
+)",
+     1, 1, "port", "expected an array of tables ([[port]]), got a table", false},
+    {"addresses_given_as_a_string_suggests_an_array", R"([[port]]
+name = "net0"
+device = "net_null0"
+addresses = "198.51.100.1/24"
+)",
+     4, 13, "port[0].addresses", R"(got "198.51.100.1/24" (write ["198.51.100.1/24"]))", false},
+    {"unknown_protocol_suggests_the_closest_name", R"([[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+protocol = "TCP"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+)",
+     5, 12, "service[0].protocol", R"(expected one of tcp, udp, got "TCP" (did you mean 'tcp'?))"},
+    {"unknown_mode_lists_the_modes", R"([[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+mode = "masquerade"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+)",
+     5, 8, "service[0].mode", "expected one of dnat, fullnat, dsr-ipip, dsr-gue, proxy"},
+
+    // -- addresses --
+    {"bad_ipv4_address", R"([[neighbor]]
+address = "198.51.100.300"
+mac = "02:00:00:00:00:fe"
+)",
+     2, 11, "neighbor[0].address", R"(not an IPv4/IPv6 address: "198.51.100.300")"},
+    {"bad_vip_gives_one_error_not_a_family_mismatch_too", R"([[service]]
+name = "web"
+vip = "203.0.113"
+port = 80
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+)",
+     3, 7, "service[0].vip", R"(not an IPv4/IPv6 address: "203.0.113")"},
+    {"prefix_length_where_an_address_is_expected", R"([[route]]
+prefix = "0.0.0.0/0"
+via = "198.51.100.254/24"
+)",
+     3, 7, "route[0].via", "a prefix length is not allowed here"},
+    {"prefix_length_too_long", R"([[route]]
+prefix = "10.0.0.0/33"
+via = "198.51.100.254"
+)",
+     2, 10, "route[0].prefix",
+     R"(bad prefix length "33" in "10.0.0.0/33" (expected 0..32 for IPv4))"},
+    {"bad_port_address_in_an_array_points_at_the_element", R"([[port]]
+name = "net0"
+device = "net_null0"
+addresses = ["198.51.100.1/24", "2001:db8:1::1/129"]
+)",
+     4, 33, "port[0].addresses[1]", "expected 0..128 for IPv6", false},
+    {"route_prefix_with_host_bits_set", R"([[route]]
+prefix = "10.1.2.3/8"
+via = "198.51.100.254"
+)",
+     2, 10, "route[0].prefix", "host bits set in 10.1.2.3/8 (did you mean '10.0.0.0/8'?)"},
+    {"bad_mac", R"([[neighbor]]
+address = "198.51.100.254"
+mac = "02:00:00:00:00"
+)",
+     3, 7, "neighbor[0].mac", "not a MAC address"},
+    {"multicast_mac", R"([[neighbor]]
+address = "198.51.100.254"
+mac = "01:00:5e:00:00:01"
+)",
+     3, 7, "neighbor[0].mac", "expected a unicast MAC address"},
+
+    // -- ranges --
+    {"workers_zero", R"([gateway]
+workers = 0
+)",
+     2, 11, "gateway.workers", "expected an integer 1..64, got 0"},
+    {"workers_above_maximum", R"([gateway]
+workers = 65
+)",
+     2, 11, "gateway.workers", "expected an integer 1..64, got 65"},
+    {"backend_port_above_65535", R"([[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 70000
+)",
+     7, 10, "service[0].backend[0].port", "expected an integer 1..65535, got 70000"},
+    {"service_port_zero", R"([[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 0
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+)",
+     4, 8, "service[0].port", "expected an integer 1..65535, got 0"},
+    {"backend_weight_above_65535", R"([[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+  weight = 70000
+)",
+     8, 12, "service[0].backend[0].weight", "expected an integer 0..65535, got 70000"},
+    {"table_size_not_prime_names_the_next_prime", R"([[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+table_size = 100
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+)",
+     5, 14, "service[0].table_size", "not prime; next prime: 101"},
+    {"conntrack_timeout_zero", R"([conntrack]
+udp = 0
+)",
+     2, 7, "conntrack.udp", "expected an integer 1..604800, got 0"},
+    {"descriptors_below_minimum", R"([[port]]
+name = "net0"
+device = "net_null0"
+rx_descriptors = 16
+)",
+     4, 18, "port[0].rx_descriptors", "expected an integer 64..16384, got 16", false},
+    {"mtu_below_1280_on_a_port_with_ipv6", R"([[port]]
+name = "net0"
+device = "net_null0"
+addresses = ["198.51.100.1/24", "2001:db8:1::1/64"]
+mtu = 1000
+)",
+     5, 7, "port[0].mtu", "expected an integer 1280..9000", false},
+
+    // -- ports --
+    {"no_port_at_all", R"([gateway]
+workers = 1
+)",
+     1, 1, "port", "no [[port]] defined", false},
+    {"port_without_device", R"([[port]]
+name = "net0"
+)",
+     1, 1, "port[0].device", "missing required key (expected a string)", false},
+    {"duplicate_port_name", R"([[port]]
+name = "net0"
+device = "net_null0"
+[[port]]
+name = "net0"
+device = "net_null1"
+)",
+     5, 8, "port[1].name", R"(duplicate port name "net0" (first defined at config.toml:2:8))",
+     false},
+
+    // -- services --
+    {"duplicate_vip_port_protocol_names_both_services", R"([[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+[[service]]
+name = "web2"
+vip = "203.0.113.10"
+port = 80
+  [[service.backend]]
+  address = "198.51.100.12"
+  port = 8080
+)",
+     10, 7, "service[1].vip", R"(services "web" and "web2" both use 203.0.113.10:80/tcp)"},
+    {"duplicate_service_name", R"([[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+[[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 81
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8081
+)",
+     9, 8, "service[1].name", R"(duplicate service name "web")"},
+    {"backend_without_port_points_at_the_backend_header", R"([[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+  [[service.backend]]
+  address = "198.51.100.11"
+)",
+     5, 3, "service[0].backend[0].port", "missing required key (expected an integer 1..65535)"},
+    {"service_without_backends", R"([[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+)",
+     1, 1, "service[0].backend", "no backends"},
+    {"empty_backend_array_means_no_backends", R"([[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+backend = []
+)",
+     5, 11, "service[0].backend", "no backends"},
+    {"backend_family_differs_from_vip_family", R"([[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+  [[service.backend]]
+  address = "2001:db8:1::11"
+  port = 8080
+)",
+     6, 13, "service[0].backend[0].address",
+     "backend 2001:db8:1::11 is IPv6 but the service VIP 203.0.113.10 is IPv4"},
+    {"duplicate_backend", R"([[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+)",
+     9, 13, "service[0].backend[1].address", "duplicate backend 198.51.100.11:8080"},
+    {"dsr_backend_port_must_equal_service_port", R"([[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+mode = "dsr-ipip"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+)",
+     8, 10, "service[0].backend[0].port", "dsr-ipip cannot translate ports"},
+    {"fullnat_without_local_addresses", R"([[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+mode = "fullnat"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+)",
+     5, 8, "service[0].mode", "needs [fullnat] local_addresses"},
+    {"fullnat_ipv6_service_without_ipv6_local_address", R"([[service]]
+name = "web6"
+vip = "2001:db8:100::10"
+port = 80
+mode = "proxy"
+  [[service.backend]]
+  address = "2001:db8:1::11"
+  port = 8080
+[fullnat]
+local_addresses = ["198.51.100.2"]
+)",
+     5, 8, "service[0].mode", "needs an IPv6 address in [fullnat] local_addresses"},
+
+    // -- routes and neighbors --
+    {"route_via_not_on_link", R"([[route]]
+prefix = "10.0.0.0/8"
+via = "192.0.2.1"
+)",
+     3, 7, "route[0].via", "next hop 192.0.2.1 is not on-link of any port address"},
+    {"route_via_family_differs_from_prefix", R"([[route]]
+prefix = "::/0"
+via = "198.51.100.254"
+)",
+     3, 7, "route[0].via", "next hop 198.51.100.254 is IPv4 but prefix ::/0 is IPv6"},
+    {"route_to_unknown_port_suggests_a_port", R"([[route]]
+prefix = "10.0.0.0/8"
+via = "198.51.100.254"
+port = "net1"
+)",
+     4, 8, "route[0].port", R"(unknown port "net1" (did you mean 'net0'?))"},
+    {"route_via_not_on_link_of_the_named_port", R"([[port]]
+name = "net0"
+device = "net_null0"
+addresses = ["198.51.100.1/24"]
+[[port]]
+name = "net1"
+device = "net_null1"
+addresses = ["192.0.2.1/24"]
+[[route]]
+prefix = "10.0.0.0/8"
+via = "192.0.2.254"
+port = "net0"
+)",
+     11, 7, "route[0].via", R"(not on-link of port "net0" (its prefixes: 198.51.100.1/24))",
+     false},
+    {"duplicate_route_prefix", R"([[route]]
+prefix = "0.0.0.0/0"
+via = "198.51.100.254"
+[[route]]
+prefix = "0.0.0.0/0"
+via = "198.51.100.253"
+)",
+     5, 10, "route[1].prefix", "duplicate route for 0.0.0.0/0"},
+    {"neighbor_not_on_link", R"([[neighbor]]
+address = "192.0.2.1"
+mac = "02:00:00:00:00:fe"
+)",
+     2, 11, "neighbor[0].address", "neighbor 192.0.2.1 is not on-link of any port address"},
+    {"neighbor_on_a_local_address", R"([[neighbor]]
+address = "198.51.100.1"
+mac = "02:00:00:00:00:fe"
+)",
+     2, 11, "neighbor[0].address", R"(is a local address of port "net0")"},
+
+    // -- mesh, hbone, admin --
+    {"mesh_file_source_without_path", R"([mesh]
+source = "file"
+)",
+     1, 1, "mesh.path", "missing required key"},
+    {"mesh_xds_source_without_address", R"([mesh]
+source = "xds"
+)",
+     1, 1, "mesh.address", "missing required key"},
+    {"mesh_mode_cannot_be_dsr", R"([mesh]
+mode = "dsr-gue"
+)",
+     2, 8, "mesh.mode", "expected one of dnat, fullnat, proxy"},
+    {"hbone_certificate_without_key", R"([hbone]
+cert_chain = "gw.pem"
+)",
+     1, 1, "hbone.private_key", "missing required key"},
+    {"admin_listen_without_port", R"([admin]
+listen = "127.0.0.1"
+)",
+     2, 10, "admin.listen", R"(expected "host:port")"},
+    {"admin_listen_ipv6_without_brackets", R"([admin]
+listen = "::1:15000"
+)",
+     2, 10, "admin.listen", R"(IPv6 as "[::1]:15000")"},
+};
+
+INSTANTIATE_TEST_SUITE_P(Config, BadConfigTest, testing::ValuesIn(kBadConfigs),
+                         [](const testing::TestParamInfo<BadConfig>& info) {
+                           return std::string(info.param.name);
+                         });
+
+}  // namespace
+}  // namespace meshgate::ctl
