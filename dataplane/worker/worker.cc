@@ -159,8 +159,11 @@ void Worker::process_burst(uint16_t in_port, rte_mbuf** pkts, uint16_t n) {
   stage_parse(in_port, pkts, n);
   stage_classify(pkts, n);
   stage_l2(in_port, pkts, n);
-  stage_local(pkts, n);
+  // Services before the flow lookup of everything else: a reply in the same burst as the
+  // packet that creates its flow (a replayed capture) must find that flow.
   stage_service(pkts, n);
+  stage_lookup(pkts, n);
+  stage_local(pkts, n);
   stage_reply(pkts, n);
   stage_route(pkts, n);
   stage_dispatch(pkts, n);
@@ -201,48 +204,52 @@ void Worker::stage_parse(uint16_t in_port, rte_mbuf** pkts, uint16_t n) {
 
 void Worker::stage_classify(rte_mbuf** pkts, uint16_t n) {
   (void)pkts;
-  const uint32_t now_ms = now_ms_of(now_ns_);
   for (uint16_t i = 0; i < n; ++i) {
     if (next_[i] != kNextIp) continue;
     const PacketMeta& m = meta_[i];
     if (m.l3 == L3::kIpv6 && m.l4_proto == kProtoIcmp6 && m.has_l4() &&
         m.icmp_type >= kNdpRouterSolicit && m.icmp_type <= kNdpRedirect) {
       next_[i] = kNextNdp;
-      continue;
+    } else if (m.has_l4() && (m.l4_proto == kProtoTcp || m.l4_proto == kProtoUdp) &&
+               snap_->find_service(m.dst, m.dport, m.l4_proto)) {
+      next_[i] = kNextService;
+    } else {
+      next_[i] = kNextLookup;
     }
-    bool transit = false;
+  }
+}
+
+void Worker::stage_lookup(rte_mbuf** pkts, uint16_t n) {
+  const uint32_t now_ms = now_ms_of(now_ns_);
+  for (uint16_t i = 0; i < n; ++i) {
+    if (next_[i] != kNextLookup) continue;
+    const PacketMeta& m = meta_[i];
     if (m.has_l4() && (m.l4_proto == kProtoTcp || m.l4_proto == kProtoUdp)) {
-      if (snap_->find_service(m.dst, m.dport, m.l4_proto)) {
-        next_[i] = kNextService;
-        transit = true;
-      } else {
-        const Tuple t{m.src, m.dst, m.sport, m.dport, m.l4_proto};
-        FlowDir dir;
-        uint64_t expired = 0;
-        Flow* f = flows_.lookup(t, FlowTable::hash(t), now_ms, &dir, &expired);
-        if (expired) counter_add(counters_.flows_expired, expired);
-        if (f) {
-          // A tracked flow keeps going even when its service left the snapshot.
+      const Tuple t{m.src, m.dst, m.sport, m.dport, m.l4_proto};
+      FlowDir dir;
+      uint64_t expired = 0;
+      Flow* f = flows_.lookup(t, FlowTable::hash(t), now_ms, &dir, &expired);
+      if (expired) counter_add(counters_.flows_expired, expired);
+      if (f) {
+        if (m.ttl <= 1) {
+          next_[i] = kNextDrop;
+          drop_[i] = Drop::kTtlExceeded;
+        } else if (dir == FlowDir::kReply) {
           flow_[i] = f;
-          dir_[i] = uint8_t(dir);
-          next_[i] = dir == FlowDir::kReply ? kNextReply : kNextService;
-          transit = true;
+          next_[i] = kNextReply;
+        } else {
+          // A tracked flow keeps going after its service left the snapshot.
+          forward(pkts[i], i, f, f->backend, f->backend_port, f->stat_id);
         }
+        continue;
       }
-    }
-    if (transit) {
-      if (m.ttl <= 1) {
-        next_[i] = kNextDrop;
-        drop_[i] = Drop::kTtlExceeded;
-      }
-      continue;
     }
     if (snap_->local_port(m.dst) >= 0 || snap_->is_vip(m.dst)) {
       next_[i] = kNextLocal;
-      continue;
+    } else {
+      next_[i] = kNextDrop;
+      drop_[i] = Drop::kNoService;
     }
-    next_[i] = kNextDrop;
-    drop_[i] = Drop::kNoService;
   }
 }
 
@@ -457,57 +464,56 @@ void Worker::stage_service(rte_mbuf** pkts, uint16_t n) {
   const uint32_t now_ms = now_ms_of(now_ns_);
   for (uint16_t i = 0; i < n; ++i) {
     if (next_[i] != kNextService) continue;
-    PacketMeta& m = meta_[i];
-    rte_mbuf* mb = pkts[i];
+    const PacketMeta& m = meta_[i];
     if (m.is_fragment()) {
       next_[i] = kNextDrop;
       drop_[i] = Drop::kFragmentUnsupported;
       continue;
     }
+    if (m.ttl <= 1) {
+      next_[i] = kNextDrop;
+      drop_[i] = Drop::kTtlExceeded;
+      continue;
+    }
     const Tuple t{m.src, m.dst, m.sport, m.dport, m.l4_proto};
     const uint32_t h = FlowTable::hash(t);
-    Flow* f = flow_[i];
-    if (!f) {
-      FlowDir dir;
-      uint64_t expired = 0;
-      f = flows_.lookup(t, h, now_ms, &dir, &expired);
-      if (expired) counter_add(counters_.flows_expired, expired);
-    }
-    IpAddr backend;
-    uint16_t backend_port;
-    uint32_t stat_id;
+    FlowDir dir;
+    uint64_t expired = 0;
+    Flow* f = flows_.lookup(t, h, now_ms, &dir, &expired);
+    if (expired) counter_add(counters_.flows_expired, expired);
     if (f) {
-      backend = f->backend;
-      backend_port = f->backend_port;
-      stat_id = f->stat_id;
-    } else {
-      const SnapService* svc = snap_->find_service(m.dst, m.dport, m.l4_proto);
-      const uint32_t bi =
-          svc && svc->table_size
-              ? lb_lookup(&snap_->lb_slots[svc->table_offset], svc->table_size, h)
-              : kNoBackend;
-      if (bi == kNoBackend) {
-        next_[i] = kNextDrop;
-        drop_[i] = Drop::kNoBackend;
-        continue;
-      }
-      const SnapBackend& be = snap_->backends[svc->first_backend + bi];
-      backend = be.address;
-      backend_port = be.port_be;
-      stat_id = be.stat_id < kMaxBackendStats ? be.stat_id : 0;
-      f = flows_.insert(t, backend, backend_port, stat_id, now_ms);
-      counter_add(backend_counters_[stat_id].flows, 1);
-      counter_add(counters_.flows_created, 1);
+      forward(pkts[i], i, f, f->backend, f->backend_port, f->stat_id);
+      continue;
     }
-    // Without a flow (table full) the packet still goes to the backend Maglev picks, which is
-    // the one it would have had: stateless forwarding, like Katran.
-    if (f) flows_.touch(f, FlowDir::kOriginal, m.tcp_flags, now_ms);
-    counter_add(backend_counters_[stat_id].packets, 1);
-    counter_add(backend_counters_[stat_id].bytes, mb->pkt_len);
-    nat_rewrite<true>(rte_pktmbuf_mtod(mb, uint8_t*), &m, backend, backend_port);
-    forward_[i] = true;
-    next_[i] = kNextRoute;
+    const SnapService* svc = snap_->find_service(m.dst, m.dport, m.l4_proto);
+    const uint32_t bi = svc->table_size
+                            ? lb_lookup(&snap_->lb_slots[svc->table_offset], svc->table_size, h)
+                            : kNoBackend;
+    if (bi == kNoBackend) {
+      next_[i] = kNextDrop;
+      drop_[i] = Drop::kNoBackend;
+      continue;
+    }
+    const SnapBackend& be = snap_->backends[svc->first_backend + bi];
+    const uint32_t stat_id = be.stat_id < kMaxBackendStats ? be.stat_id : 0;
+    // Table full: the packet still goes to the backend Maglev picks, the one it would have had
+    // (stateless forwarding, like Katran).
+    f = flows_.insert(t, be.address, be.port_be, stat_id, now_ms);
+    counter_add(backend_counters_[stat_id].flows, 1);
+    counter_add(counters_.flows_created, 1);
+    forward(pkts[i], i, f, be.address, be.port_be, stat_id);
   }
+}
+
+void Worker::forward(rte_mbuf* mb, uint16_t i, Flow* f, const IpAddr& backend,
+                     uint16_t backend_port, uint32_t stat_id) {
+  PacketMeta& m = meta_[i];
+  if (f) flows_.touch(f, FlowDir::kOriginal, m.tcp_flags, now_ms_of(now_ns_));
+  counter_add(backend_counters_[stat_id].packets, 1);
+  counter_add(backend_counters_[stat_id].bytes, mb->pkt_len);
+  nat_rewrite<true>(rte_pktmbuf_mtod(mb, uint8_t*), &m, backend, backend_port);
+  forward_[i] = true;
+  next_[i] = kNextRoute;
 }
 
 void Worker::stage_reply(rte_mbuf** pkts, uint16_t n) {

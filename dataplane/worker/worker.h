@@ -85,6 +85,7 @@ class Worker {
     kNextIp,       // parsed IPv4/IPv6, to classify
     kNextArp,
     kNextNdp,
+    kNextLookup,   // not a service: a flow's reply, local, or nothing (after kNextService)
     kNextLocal,    // to a local address or VIP without a service
     kNextService,  // to a service VIP:port
     kNextReply,    // reply of a tracked flow
@@ -105,7 +106,11 @@ class Worker {
   void stage_l2(uint16_t in_port, rte_mbuf** pkts, uint16_t n);
   void stage_local(rte_mbuf** pkts, uint16_t n);
   void stage_service(rte_mbuf** pkts, uint16_t n);
+  void stage_lookup(rte_mbuf** pkts, uint16_t n);
   void stage_reply(rte_mbuf** pkts, uint16_t n);
+  // DNAT of a client packet to its flow's backend (`f` may be null: stateless, to `be`).
+  void forward(rte_mbuf* m, uint16_t i, Flow* f, const IpAddr& backend, uint16_t backend_port,
+               uint32_t stat_id);
   void stage_route(rte_mbuf** pkts, uint16_t n);
   void stage_dispatch(rte_mbuf** pkts, uint16_t n);
 

@@ -233,6 +233,21 @@ TEST(WorkerDnat, every_packet_of_a_flow_keeps_its_backend_and_fin_close_counts_s
   EXPECT_EQ(h.worker().flows().active(), 1u);
 }
 
+TEST(WorkerDnat, reply_in_the_same_burst_as_the_packet_that_creates_the_flow_is_translated) {
+  DataplaneHarness h(kDemoTopology);
+  const std::string backend = expected_backend(h.config(), "web", "192.0.2.8", 6000);
+  const std::string ip = backend.substr(0, backend.find(':'));
+  const pkt::EthHdr from_backend{kGw, kBackendMac.at(ip)};
+  const auto out = h.send({tcp_frame("192.0.2.8", 6000, "203.0.113.10", 80, pkt::kTcpSyn),
+                           tcp_frame(ip.c_str(), 8080, "192.0.2.8", 6000, pkt::kTcpSyn | pkt::kTcpAck,
+                                     64, from_backend)},
+                          kT0);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(pkt::decode(out[0]).dst.str(), ip);
+  EXPECT_EQ(pkt::decode(out[1]).src.str(), "203.0.113.10");
+  EXPECT_EQ(h.drops_total(), 0u);
+}
+
 TEST(WorkerDnat, reply_from_a_backend_without_a_flow_is_not_translated) {
   DataplaneHarness h(kDemoTopology);
   const pkt::EthHdr from_backend{kGw, M("02:00:00:00:01:11")};
