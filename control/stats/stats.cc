@@ -124,7 +124,10 @@ nlohmann::json stats_json(const std::vector<const dp::Worker*>& workers,
     const dp::WorkerCounters& c = w->counters();
     const uint64_t rx = dp::counter_read(c.rx_packets);
     const uint64_t cycles = dp::counter_read(c.busy_cycles);
+    const double secs = w->run_seconds();
     wj.push_back({{"index", w->index()},
+                  {"run_seconds", secs},
+                  {"mpps", secs > 0 ? double(rx) / secs / 1e6 : 0.0},
                   {"packets_in", rx},
                   {"packets_out", dp::counter_read(c.tx_packets)},
                   {"loops", dp::counter_read(c.loops)},

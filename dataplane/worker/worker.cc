@@ -78,6 +78,7 @@ int Worker::run() {
     rte_rcu_qsbr_thread_online(p_.qsbr, p_.index);
   }
   uint64_t last_rx_tsc = rte_rdtsc();
+  run_start_tsc_.store(last_rx_tsc, std::memory_order_relaxed);
   while (!stop_.load(std::memory_order_relaxed)) {
     const uint32_t got = poll_once();
     if (!p_.replay) continue;
@@ -89,6 +90,7 @@ int Worker::run() {
       break;
     }
   }
+  run_end_tsc_.store(rte_rdtsc(), std::memory_order_relaxed);
   finish();
   if (p_.qsbr) {
     rte_rcu_qsbr_thread_offline(p_.qsbr, p_.index);
@@ -96,6 +98,14 @@ int Worker::run() {
   }
   done_.store(true, std::memory_order_release);
   return 0;
+}
+
+double Worker::run_seconds() const {
+  const uint64_t start = run_start_tsc_.load(std::memory_order_relaxed);
+  if (!start) return 0;
+  uint64_t end = run_end_tsc_.load(std::memory_order_relaxed);
+  if (!end) end = rte_rdtsc();
+  return double(end - start) / double(tsc_hz_);
 }
 
 uint32_t Worker::poll_once() {

@@ -73,6 +73,8 @@ class Worker {
   // Conntrack; read by the control thread only while the worker is stopped, or for gauges.
   const FlowTable& flows() const { return flows_; }
   uint64_t now_ns() const { return now_ns_; }
+  // Seconds run() has been polling (until now, or until it returned).
+  double run_seconds() const;
   // Replay clock: moves it forward to `ns` (never back). The replay follows packet timestamps;
   // this lets a driver with no packet to deliver (tests, idle replays) let timers run.
   void advance_clock(uint64_t ns) {
@@ -144,7 +146,8 @@ class Worker {
   uint64_t now_ns_ = 0;
   uint64_t tsc_hz_ = 0;
   uint64_t tsc_start_ = 0;
-  uint64_t replay_idle_loops_ = 0;
+  std::atomic<uint64_t> run_start_tsc_{0};
+  std::atomic<uint64_t> run_end_tsc_{0};
   int8_t port_index_by_id_[256];
   std::atomic<bool> stop_{false};
   std::atomic<bool> done_{false};
