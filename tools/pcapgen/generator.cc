@@ -288,7 +288,8 @@ ctl::Result<bool> Generator::plan_classes() {
           if (!named && t != "all") continue;
           if (proto && s.proto != proto) {
             if (named) {
-              return ctl::Error{where + "service \"" + t + "\" is not " +
+              return ctl::Error{where + "service \"" + t + "\" is " +
+                                (s.proto == pkt::kProtoTcp ? "tcp" : "udp") + ", not " +
                                 class_type_name(c.type)};
             }
             continue;
