@@ -987,6 +987,48 @@ TEST_F(PcapgenTest, bad_inputs_fail_with_a_located_message) {
   EXPECT_EQ(run("--profile " + path("profile.toml")), 2);
 }
 
+TEST_F(PcapgenTest, all_reasons_leave_out_what_an_ipv4_only_config_cannot_express) {
+  write("v4.toml", R"toml(
+[[port]]
+name = "net0"
+device = "net_null0"
+mac = "02:00:00:00:00:01"
+addresses = ["198.51.100.1/24"]
+[[route]]
+prefix = "0.0.0.0/0"
+via = "198.51.100.254"
+[[neighbor]]
+address = "198.51.100.254"
+mac = "02:00:00:00:00:fe"
+[[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+protocol = "tcp"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+)toml");
+  write("all.toml", "[[class]]\nname = \"bad\"\ntype = \"malformed\"\n");
+  ASSERT_EQ(run("--config " + path("v4.toml") + " --profile " + path("all.toml") + " --out " +
+                path("v4.pcap")),
+            0)
+      << err_;
+  EXPECT_NE(err_.find("left out ipv6_truncated"), std::string::npos) << err_;
+  const Json j = sidecar("v4.pcap");
+  EXPECT_FALSE(j["malformed"].contains("ipv6_truncated"));
+  EXPECT_FALSE(j["malformed"].contains("icmp6_truncated"));
+  EXPECT_EQ(j["malformed"]["ipv4_truncated"], 1);
+  EXPECT_EQ(j["packets"], j["malformed"].size());
+
+  write("v6.toml", "[[class]]\nname = \"bad\"\ntype = \"malformed\"\n"
+                   "reasons = [\"ipv6_truncated\"]\n");
+  EXPECT_EQ(run("--config " + path("v4.toml") + " --profile " + path("v6.toml") + " --out " +
+                path("v6.pcap")),
+            1);
+  EXPECT_NE(err_.find("ipv6_truncated needs an IPv6 service"), std::string::npos) << err_;
+}
+
 // The committed profiles, against the committed demo config.
 class CommittedProfileTest : public PcapgenTest {
  protected:
