@@ -13,7 +13,7 @@ packages=(
   protobuf-compiler protobuf-compiler-grpc libcli11-dev nlohmann-json3-dev libcpp-httplib-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev googletest libbenchmark-dev tshark iproute2 ethtool
-  python3 curl openssl nghttp2-client nginx-light
+  python3 curl openssl nghttp2-client nginx-light iputils-ping procps
 )
 
 missing=()

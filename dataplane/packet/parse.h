@@ -63,4 +63,10 @@ inline constexpr int kMaxIpv6ExtHeaders = 8;
 // `verify_ipv4_csum` is set (set it unless the NIC verified it). Does not look at MACs.
 Drop parse_packet(const uint8_t* data, uint32_t len, PacketMeta* meta, bool verify_ipv4_csum);
 
+// The same for a frame of `frame_len` bytes of which only the first `contig_len` are readable at
+// `data` (a multi-segment mbuf): lengths are validated against the frame, and a header that
+// straddles the readable part is Drop::kHeadersSplit.
+Drop parse_frame(const uint8_t* data, uint32_t contig_len, uint32_t frame_len, PacketMeta* meta,
+                 bool verify_ipv4_csum);
+
 }  // namespace meshgate::dp

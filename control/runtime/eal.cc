@@ -1,0 +1,123 @@
+#include "control/runtime/eal.h"
+
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+
+#include "dataplane/conntrack/conntrack.h"
+#include "dataplane/worker/counters.h"
+
+namespace meshgate::ctl {
+
+bool is_pci_address(const std::string& d) {
+  // DDDD:BB:DD.F or BB:DD.F (domain optional), hexadecimal.
+  auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
+  std::string s = d;
+  if (s.size() == 12 && s[4] == ':') s = s.substr(5);
+  if (s.size() != 7 || s[2] != ':' || s[5] != '.') return false;
+  return hex(s[0]) && hex(s[1]) && hex(s[3]) && hex(s[4]) && hex(s[6]);
+}
+
+uint32_t estimate_memory_mb(const Config& cfg, uint32_t workers, uint32_t mbufs) {
+  constexpr uint64_t kMbufBytes = 2048 + 128 + 128 + 64;  // data room, headroom, header, slack
+  uint64_t bytes = uint64_t(mbufs) * kMbufBytes;
+  const uint32_t per_worker_flows = std::max<uint32_t>(1024, cfg.conntrack.max_flows / workers);
+  bytes += uint64_t(workers) * dp::FlowTable::memory_bytes(per_worker_flows);
+  bytes += uint64_t(workers) * dp::kMaxBackendStats * sizeof(dp::BackendCounters);
+  bytes += uint64_t(workers) * (1u << 20);  // neighbor cache, pending queue, rings
+  // Snapshots (LPM tables, two alive during a swap) and EAL's own needs.
+  bytes += 192ull << 20;
+  return uint32_t((bytes + (1u << 20) - 1) >> 20);
+}
+
+uint64_t free_hugepage_mb() {
+  uint64_t mb = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/sys/kernel/mm/hugepages", ec)) {
+    const std::string name = e.path().filename();  // hugepages-2048kB
+    const auto dash = name.find('-');
+    const uint64_t kb = std::strtoull(name.c_str() + dash + 1, nullptr, 10);
+    std::ifstream f(e.path() / "free_hugepages");
+    uint64_t n = 0;
+    if (f >> n) mb += n * kb / 1024;
+  }
+  // The pages must also be mountable: hugetlbfs mounted somewhere.
+  std::ifstream mounts("/proc/mounts");
+  std::string line;
+  bool mounted = false;
+  while (std::getline(mounts, line)) mounted |= line.find(" hugetlbfs ") != std::string::npos;
+  return mounted ? mb : 0;
+}
+
+EalPlan plan_eal(const Config& cfg, uint32_t workers, uint32_t mbufs,
+                 const std::vector<std::string>& user_args, LogLevel level) {
+  EalPlan plan;
+  plan.memory_mb = estimate_memory_mb(cfg, workers, mbufs);
+  if (!user_args.empty()) {
+    plan.args = user_args;
+    return plan;
+  }
+  auto& a = plan.args;
+  // Lcore 0 is the control thread, 1..workers the workers, spread over the CPUs we may use.
+  cpu_set_t set;
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+    }
+  }
+  if (cpus.empty()) cpus.push_back(0);
+  std::string lcores;
+  for (uint32_t l = 0; l <= workers; ++l) {
+    if (l) lcores += ",";
+    lcores += std::to_string(l) + "@" + std::to_string(cpus[l % cpus.size()]);
+  }
+  a.push_back("--lcores=" + lcores);
+  // Unique per process, so tests and several gateways can run side by side.
+  static std::atomic<uint32_t> seq{0};
+  a.push_back("--file-prefix=meshgate-" + std::to_string(getpid()) + "-" +
+              std::to_string(seq.fetch_add(1)));
+  plan.hugepages = free_hugepage_mb() >= plan.memory_mb;
+  if (plan.hugepages) {
+    a.push_back("--in-memory");
+  } else {
+    a.push_back("--no-huge");
+    a.push_back("--no-shconf");
+    a.push_back("--no-telemetry");  // its socket lives in the shared runtime directory
+    a.push_back("-m");
+    a.push_back(std::to_string(plan.memory_mb));
+  }
+  bool any_pci = false;
+  for (const auto& p : cfg.ports) {
+    if (is_pci_address(p.device)) {
+      any_pci = true;
+      a.push_back("-a");
+      a.push_back(p.device);
+    }
+  }
+  // Never probe PCI devices we were not given (the host's own NIC, for one).
+  if (!any_pci) a.push_back("--no-pci");
+  a.push_back(std::string("--log-level=") + (level >= LogLevel::kDebug ? "info" : "warning"));
+  return plan;
+}
+
+Result<bool> init_eal(const EalPlan& plan) {
+  std::vector<std::string> storage;
+  storage.push_back("meshgate");
+  for (const auto& s : plan.args) storage.push_back(s);
+  std::vector<char*> argv;
+  for (auto& s : storage) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  if (rte_eal_init(int(argv.size() - 1), argv.data()) < 0) {
+    return Error{std::string("EAL init failed: ") + rte_strerror(rte_errno)};
+  }
+  return true;
+}
+
+}  // namespace meshgate::ctl

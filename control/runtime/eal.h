@@ -1,0 +1,35 @@
+// EAL bring-up: the default arguments of INTERFACE.md (hugepages when present, --no-huge
+// otherwise, a unique file prefix, lcores for the workers) or the user's own after `--`.
+// Main thread, before anything else touches DPDK.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "control/common/log.h"
+#include "control/common/result.h"
+#include "control/config/config.h"
+
+namespace meshgate::ctl {
+
+bool is_pci_address(const std::string& device);
+
+struct EalPlan {
+  std::vector<std::string> args;  // argv[1..] for rte_eal_init
+  bool hugepages = false;
+  uint32_t memory_mb = 0;
+};
+
+// Memory the process needs: mbuf pool, flow tables, per-worker counters, tables, slack.
+uint32_t estimate_memory_mb(const Config& cfg, uint32_t workers, uint32_t mbufs);
+// Free hugepage memory in MB (all page sizes).
+uint64_t free_hugepage_mb();
+
+// Builds the EAL argument list. With user_args non-empty they are passed unchanged.
+EalPlan plan_eal(const Config& cfg, uint32_t workers, uint32_t mbufs,
+                 const std::vector<std::string>& user_args, LogLevel level);
+
+// rte_eal_init with the plan. Error text on failure.
+Result<bool> init_eal(const EalPlan& plan);
+
+}  // namespace meshgate::ctl

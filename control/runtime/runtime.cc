@@ -1,0 +1,301 @@
+#include "control/runtime/runtime.h"
+
+#include <pcap/pcap.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+#include <rte_malloc.h>
+#include <rte_mbuf.h>
+#include <rte_mbuf_dyn.h>
+#include <rte_ring.h>
+#include <rte_ring_elem.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <fstream>
+#include <memory>
+#include <thread>
+
+#include "control/runtime/eal.h"
+#include "control/runtime/ports.h"
+#include "control/snapshot/builder.h"
+#include "control/snapshot/publisher.h"
+#include "control/stats/stats.h"
+#include "dataplane/l2/neighbor.h"
+#include "dataplane/worker/worker.h"
+
+namespace meshgate::ctl {
+namespace {
+
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+void on_signal(int sig) { g_stop_signal = sig; }
+
+void install_signal_handlers() {
+  struct sigaction sa{};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+Result<uint64_t> count_pcap_packets(const std::string& path) {
+  char err[PCAP_ERRBUF_SIZE];
+  pcap_t* p = pcap_open_offline(path.c_str(), err);
+  if (!p) return Error{"cannot read " + path + ": " + err};
+  uint64_t n = 0;
+  pcap_pkthdr* h;
+  const u_char* d;
+  while (pcap_next_ex(p, &h, &d) == 1) ++n;
+  pcap_close(p);
+  return n;
+}
+
+constexpr uint32_t kNeighborRingSize = 1024;
+constexpr uint32_t kMbufCache = 256;
+
+struct WorkerSlot {
+  dp::Worker* worker = nullptr;
+  unsigned lcore = 0;
+  rte_ring* to_control = nullptr;
+  rte_ring* from_control = nullptr;
+};
+
+void free_worker(WorkerSlot& s) {
+  if (s.worker) {
+    s.worker->~Worker();
+    rte_free(s.worker);
+  }
+  rte_ring_free(s.to_control);
+  rte_ring_free(s.from_control);
+  s = WorkerSlot{};
+}
+
+int worker_main(void* arg) { return static_cast<dp::Worker*>(arg)->run(); }
+
+}  // namespace
+
+ConfigErrors check_supported(const Config& cfg) {
+  ConfigErrors errs;
+  for (size_t i = 0; i < cfg.services.size(); ++i) {
+    const ServiceConfig& s = cfg.services[i];
+    if (s.mode != ForwardMode::kDnat) {
+      errs.errors.push_back({s.pos, "service[" + std::to_string(i) + "].mode",
+                             std::string("mode '") + forward_mode_name(s.mode) +
+                                 "' is not available in this build yet (supported: dnat)"});
+    }
+  }
+  if (cfg.mesh.source != MeshSource::kNone) {
+    errs.errors.push_back({cfg.mesh.pos, "mesh.source",
+                           "mesh sources are not available in this build yet (supported: none)"});
+  }
+  return errs;
+}
+
+int run_gateway(const Config& cfg, const RunOptions& opt) {
+  const bool replay = !opt.pcap_in.empty();
+  uint32_t workers = opt.workers ? opt.workers : cfg.gateway.workers;
+  uint64_t replay_packets = 0;
+  std::vector<PortSetup> setups;
+  for (const auto& p : cfg.ports) setups.push_back(PortSetup{&p, p.device});
+  if (replay) {
+    for (const std::string& f : {opt.pcap_in, opt.pcap_out}) {
+      if (f.find(',') != std::string::npos) {
+        log(LogLevel::kError, "usage", "error=\"pcap paths must not contain ','\" path=\"%s\"", f.c_str());
+        return kExitUsage;
+      }
+    }
+    auto n = count_pcap_packets(opt.pcap_in);
+    if (!n) {
+      log(LogLevel::kError, "usage", "error=\"%s\"", n.error().message.c_str());
+      return kExitUsage;
+    }
+    replay_packets = *n;
+    // net_pcap has one RX queue per rx_pcap file: the replay runs on one worker.
+    if (workers != 1) {
+      log(LogLevel::kInfo, "replay_single_worker", "configured_workers=%u", workers);
+      workers = 1;
+    }
+    const std::string out = opt.pcap_out.empty() ? "/dev/null" : opt.pcap_out;
+    setups[0].device = "net_pcap_replay0,rx_pcap=" + opt.pcap_in + ",tx_pcap=" + out;
+  }
+
+  const uint32_t per_worker_flows = std::max<uint32_t>(1024, cfg.conntrack.max_flows / workers);
+  uint64_t mbufs = 0;
+  for (const auto& p : cfg.ports) mbufs += uint64_t(workers) * (p.rx_descriptors + p.tx_descriptors);
+  mbufs += uint64_t(workers) * (4 * dp::kBurst + dp::PendingQueue::kCapacity + kMbufCache) + 4096;
+
+  EalPlan plan = plan_eal(cfg, workers, uint32_t(mbufs), opt.eal_args, opt.log_level);
+  if (auto r = init_eal(plan); !r) {
+    log(LogLevel::kError, "eal_init_failed", "error=\"%s\"", r.error().message.c_str());
+    return kExitRuntime;
+  }
+  log(LogLevel::kInfo, "eal_ready", "hugepages=%s memory_mb=%u lcores=%u workers=%u",
+      plan.hugepages ? "yes" : "no", plan.memory_mb, rte_lcore_count(), workers);
+  if (rte_lcore_count() < workers + 1) {
+    log(LogLevel::kError, "not_enough_lcores", "lcores=%u needed=%u", rte_lcore_count(), workers + 1);
+    rte_eal_cleanup();
+    return kExitRuntime;
+  }
+
+  int rc = kExitOk;
+  rte_mempool* pool = rte_pktmbuf_pool_create("mg_mbufs", uint32_t(mbufs), kMbufCache, 0,
+                                              RTE_MBUF_DEFAULT_BUF_SIZE, int(rte_socket_id()));
+  std::vector<dp::PortRuntime> ports;
+  SnapshotPublisher publisher;
+  StatRegistry registry;
+  std::vector<WorkerSlot> slots(workers);
+  std::vector<const dp::Worker*> views;
+  do {
+    if (!pool) {
+      log(LogLevel::kError, "mempool_failed", "mbufs=%lu error=\"%s\"", (unsigned long)mbufs,
+          rte_strerror(rte_errno));
+      rc = kExitRuntime;
+      break;
+    }
+    auto pr = setup_ports(setups, uint16_t(workers), pool, replay);
+    if (!pr) {
+      log(LogLevel::kError, "port_setup_failed", "error=\"%s\"", pr.error().message.c_str());
+      rc = kExitRuntime;
+      break;
+    }
+    ports = std::move(pr.value());
+    if (!publisher.init(workers)) {
+      log(LogLevel::kError, "qsbr_init_failed");
+      rc = kExitRuntime;
+      break;
+    }
+    auto snap = build_snapshot(cfg, ports, registry, 1);
+    if (!snap) {
+      log(LogLevel::kError, "snapshot_failed", "error=\"%s\"", snap.error().message.c_str());
+      rc = kExitRuntime;
+      break;
+    }
+    publisher.publish(*snap);
+    log(LogLevel::kInfo, "snapshot_published", "version=1 services=%zu backends=%zu",
+        (*snap)->services.size(), (*snap)->backends.size());
+
+    int ts_offset = rte_mbuf_dynfield_lookup(RTE_MBUF_DYNFIELD_TIMESTAMP_NAME, nullptr);
+    const int ts_bit = rte_mbuf_dynflag_lookup(RTE_MBUF_DYNFLAG_RX_TIMESTAMP_NAME, nullptr);
+    unsigned lcore = rte_get_next_lcore(-1, 1, 0);
+    bool ok = true;
+    for (uint32_t w = 0; w < workers && ok; ++w, lcore = rte_get_next_lcore(lcore, 1, 0)) {
+      WorkerSlot& s = slots[w];
+      s.lcore = lcore;
+      const int socket = int(rte_lcore_to_socket_id(lcore));
+      const std::string n = std::to_string(w);
+      s.to_control = rte_ring_create_elem(("mg_nb_out" + n).c_str(), sizeof(dp::NeighborUpdate),
+                                          kNeighborRingSize, socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
+      s.from_control = rte_ring_create_elem(("mg_nb_in" + n).c_str(), sizeof(dp::NeighborUpdate),
+                                            kNeighborRingSize, socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
+      void* mem = rte_zmalloc_socket("mg_worker", sizeof(dp::Worker), 64, socket);
+      if (mem) s.worker = new (mem) dp::Worker();
+      dp::WorkerParams wp;
+      wp.index = uint16_t(w);
+      wp.socket = socket;
+      wp.ports = ports;
+      wp.snapshot = publisher.slot();
+      wp.qsbr = publisher.qsbr();
+      wp.pool = pool;
+      wp.max_flows = per_worker_flows;
+      wp.timeouts.tcp_syn_ms = cfg.conntrack.tcp_syn * 1000;
+      wp.timeouts.tcp_established_ms = cfg.conntrack.tcp_established * 1000;
+      wp.timeouts.tcp_fin_ms = cfg.conntrack.tcp_fin * 1000;
+      wp.timeouts.tcp_time_wait_ms = cfg.conntrack.tcp_time_wait * 1000;
+      wp.timeouts.tcp_close_ms = std::min(cfg.conntrack.tcp_time_wait, 10u) * 1000;
+      wp.timeouts.udp_ms = cfg.conntrack.udp * 1000;
+      wp.timeouts.other_ms = cfg.conntrack.icmp * 1000;
+      wp.neighbor_out = s.to_control;
+      wp.neighbor_in = s.from_control;
+      wp.replay = replay;
+      wp.replay_packets = replay_packets;
+      wp.timestamp_offset = ts_bit >= 0 ? ts_offset : -1;
+      wp.timestamp_flag = ts_bit >= 0 ? (1ull << ts_bit) : 0;
+      if (!s.to_control || !s.from_control || !s.worker || !s.worker->init(wp)) {
+        log(LogLevel::kError, "worker_init_failed", "worker=%u error=\"out of DPDK memory\"", w);
+        ok = false;
+      }
+      views.push_back(s.worker);
+    }
+    if (!ok) {
+      rc = kExitRuntime;
+      break;
+    }
+
+    install_signal_handlers();
+    if (replay) log(LogLevel::kInfo, "replay_start", "packets=%lu", (unsigned long)replay_packets);
+    for (auto& s : slots) rte_eal_remote_launch(worker_main, s.worker, s.lcore);
+    log(LogLevel::kInfo, "workers_started", "workers=%u", workers);
+
+    // Control loop: 1 ms period; nothing here is on the packet path.
+    const bool progress = replay && isatty(STDERR_FILENO);
+    auto last_progress = std::chrono::steady_clock::now();
+    uint64_t last_rx = 0;
+    bool stopping = false;
+    for (;;) {
+      if (g_stop_signal && !stopping) {
+        log(LogLevel::kInfo, "stopping", "signal=%d", int(g_stop_signal));
+        for (auto& s : slots) s.worker->request_stop();
+        stopping = true;
+      }
+      bool all_done = true;
+      for (auto& s : slots) all_done &= s.worker->done();
+      if (all_done) break;
+      // Neighbor fan-out: what one worker learned from the wire, every other worker learns.
+      for (uint32_t w = 0; w < workers; ++w) {
+        dp::NeighborUpdate u;
+        while (rte_ring_dequeue_elem(slots[w].to_control, &u, sizeof u) == 0) {
+          for (uint32_t o = 0; o < workers; ++o) {
+            if (o != w) rte_ring_enqueue_elem(slots[o].from_control, &u, sizeof u);
+          }
+        }
+      }
+      publisher.reclaim();
+      if (progress) {
+        const auto now = std::chrono::steady_clock::now();
+        const double dt = std::chrono::duration<double>(now - last_progress).count();
+        if (dt >= 1.0) {
+          const StatsTotals t = sum_counters(views);
+          std::fprintf(stderr, "\rreplay: %lu/%lu packets (%.1f%%), %.2f Mpps   ",
+                       (unsigned long)t.packets_in, (unsigned long)replay_packets,
+                       replay_packets ? 100.0 * double(t.packets_in) / double(replay_packets) : 100.0,
+                       double(t.packets_in - last_rx) / dt / 1e6);
+          last_rx = t.packets_in;
+          last_progress = now;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    rte_eal_mp_wait_lcore();
+    if (progress) std::fprintf(stderr, "\n");
+
+    std::fputs(summary_text(views, registry, publisher.current()).c_str(), stdout);
+    std::fflush(stdout);
+    if (!opt.stats_json.empty()) {
+      std::ofstream f(opt.stats_json);
+      f << stats_json(views, registry, publisher.current()).dump(2) << "\n";
+      if (!f) {
+        log(LogLevel::kError, "stats_json_failed", "path=\"%s\"", opt.stats_json.c_str());
+        rc = kExitRuntime;
+      }
+    }
+    const StatsTotals t = sum_counters(views);
+    if (replay && t.packets_in != replay_packets) {
+      log(LogLevel::kWarn, "replay_incomplete", "expected=%lu received=%lu",
+          (unsigned long)replay_packets, (unsigned long)t.packets_in);
+    }
+  } while (false);
+
+  for (auto& s : slots) free_worker(s);
+  stop_ports(ports);
+  publisher.shutdown();
+  rte_mempool_free(pool);
+  rte_eal_cleanup();
+  return rc;
+}
+
+}  // namespace meshgate::ctl

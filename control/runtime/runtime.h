@@ -1,0 +1,33 @@
+// The gateway process: EAL, ports, snapshot, workers on their lcores, and the control loop on
+// the main lcore (signals, replay progress, neighbor fan-out, snapshot reclamation), then the
+// summary and --stats-json at exit. Main thread.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "control/common/log.h"
+#include "control/config/config.h"
+
+namespace meshgate::ctl {
+
+struct RunOptions {
+  std::string pcap_in;
+  std::string pcap_out;
+  std::string stats_json;
+  uint32_t workers = 0;  // overrides [gateway] workers when > 0
+  std::vector<std::string> eal_args;
+  LogLevel log_level = LogLevel::kInfo;
+};
+
+// Exit codes of INTERFACE.md.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitRuntime = 1;
+inline constexpr int kExitUsage = 2;
+
+// Checks what this build can run (modes, mesh sources); errors use the config's positions.
+ConfigErrors check_supported(const Config& cfg);
+
+int run_gateway(const Config& cfg, const RunOptions& opt);
+
+}  // namespace meshgate::ctl

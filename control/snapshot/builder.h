@@ -1,0 +1,22 @@
+// Builds the immutable dataplane Snapshot from the configuration. Control thread, after EAL
+// init (LPM tables live in DPDK memory).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "control/common/result.h"
+#include "control/config/config.h"
+#include "control/snapshot/stat_registry.h"
+#include "dataplane/snapshot/snapshot.h"
+#include "dataplane/worker/port.h"
+
+namespace meshgate::ctl {
+
+// "ip:port" with IPv6 in brackets, as used in stats and logs.
+std::string endpoint_str(const IpAddr& a, uint16_t port);
+
+Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<dp::PortRuntime>& ports,
+                                     StatRegistry& stats, uint64_t version);
+
+}  // namespace meshgate::ctl

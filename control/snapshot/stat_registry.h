@@ -1,0 +1,30 @@
+// Stable ids for per-backend counters: (service name, "ip:port") -> slot in every worker's
+// BackendCounters array. Ids survive snapshot swaps so counters keep accumulating. Slot 0 is the
+// shared overflow slot. Control thread only.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace meshgate::ctl {
+
+class StatRegistry {
+ public:
+  struct Name {
+    std::string service;
+    std::string backend;  // "ip:port", IPv6 as "[v6]:port"
+  };
+
+  uint32_t id_for(const std::string& service, const std::string& backend);
+  // Names by id (index 0 = overflow).
+  const std::vector<Name>& names() const { return names_; }
+
+ private:
+  std::map<std::pair<std::string, std::string>, uint32_t> ids_;
+  std::vector<Name> names_{Name{"", "other"}};
+};
+
+}  // namespace meshgate::ctl

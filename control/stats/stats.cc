@@ -1,0 +1,186 @@
+#include "control/stats/stats.h"
+
+#include <arpa/inet.h>
+
+#include <cinttypes>
+#include <cstdio>
+
+#include "control/snapshot/builder.h"
+
+namespace meshgate::ctl {
+namespace {
+
+const char* mode_name(dp::Mode m) {
+  switch (m) {
+    case dp::Mode::kDnat: return "dnat";
+    case dp::Mode::kFullnat: return "fullnat";
+    case dp::Mode::kDsrIpip: return "dsr-ipip";
+    case dp::Mode::kDsrGue: return "dsr-gue";
+    case dp::Mode::kProxy: return "proxy";
+  }
+  return "?";
+}
+
+dp::BackendCounters backend_sum(const std::vector<const dp::Worker*>& workers, uint32_t id) {
+  dp::BackendCounters s;
+  for (const auto* w : workers) {
+    const dp::BackendCounters& c = w->backend_counters()[id];
+    s.packets += dp::counter_read(c.packets);
+    s.bytes += dp::counter_read(c.bytes);
+    s.flows += dp::counter_read(c.flows);
+  }
+  return s;
+}
+
+}  // namespace
+
+StatsTotals sum_counters(const std::vector<const dp::Worker*>& workers) {
+  StatsTotals t;
+  for (const auto* w : workers) {
+    const dp::WorkerCounters& c = w->counters();
+    using dp::counter_read;
+    t.packets_in += counter_read(c.rx_packets);
+    t.packets_out += counter_read(c.tx_packets);
+    t.bytes_in += counter_read(c.rx_bytes);
+    t.bytes_out += counter_read(c.tx_bytes);
+    t.generated += counter_read(c.generated);
+    t.consumed += counter_read(c.consumed);
+    for (uint32_t r = 1; r < dp::kNumDrops; ++r) {
+      const uint64_t n = counter_read(c.drops[r]);
+      t.drops[r] += n;
+      t.drops_total += n;
+    }
+    t.flows_created += counter_read(c.flows_created);
+    t.flows_expired += counter_read(c.flows_expired);
+    t.flows_active += counter_read(c.flows_active);
+    t.arp_replies += counter_read(c.arp_replies);
+    t.nd_adverts += counter_read(c.nd_adverts);
+    t.echo_replies += counter_read(c.echo_replies);
+    t.arp_requests += counter_read(c.arp_requests);
+    t.nd_solicits += counter_read(c.nd_solicits);
+    t.neighbors_learned += counter_read(c.neighbors_learned);
+    t.pending += counter_read(c.pending_now);
+    t.busy_cycles += counter_read(c.busy_cycles);
+    t.busy_loops += counter_read(c.busy_loops);
+    t.loops += counter_read(c.loops);
+  }
+  return t;
+}
+
+nlohmann::json stats_json(const std::vector<const dp::Worker*>& workers,
+                          const StatRegistry& registry, const dp::Snapshot* snap) {
+  const StatsTotals t = sum_counters(workers);
+  nlohmann::json j;
+  j["packets_in"] = t.packets_in;
+  j["packets_out"] = t.packets_out;
+  j["bytes_in"] = t.bytes_in;
+  j["bytes_out"] = t.bytes_out;
+  j["packets_generated"] = t.generated;
+  j["packets_consumed"] = t.consumed;
+  j["packets_pending"] = t.pending;
+  j["drops_total"] = t.drops_total;
+  nlohmann::json drops = nlohmann::json::object();
+  for (uint32_t r = 1; r < dp::kNumDrops; ++r) drops[dp::kDropNames[r]] = t.drops[r];
+  j["drops"] = drops;
+  j["flows_created"] = t.flows_created;
+  j["flows_expired"] = t.flows_expired;
+  j["flows_active"] = t.flows_active;
+  j["arp_replies"] = t.arp_replies;
+  j["nd_adverts"] = t.nd_adverts;
+  j["echo_replies"] = t.echo_replies;
+  j["arp_requests"] = t.arp_requests;
+  j["nd_solicits"] = t.nd_solicits;
+  j["neighbors_learned"] = t.neighbors_learned;
+  j["snapshot_version"] = snap ? snap->version : 0;
+
+  nlohmann::json services = nlohmann::json::object();
+  if (snap) {
+    for (const dp::SnapService& s : snap->services) {
+      nlohmann::json sj;
+      sj["vip"] = s.vip.str();
+      sj["port"] = ntohs(s.port_be);
+      sj["protocol"] = s.proto == 6 ? "tcp" : "udp";
+      sj["mode"] = mode_name(s.mode);
+      nlohmann::json backends = nlohmann::json::object();
+      uint64_t packets = 0, flows = 0;
+      for (uint32_t b = 0; b < s.n_backends; ++b) {
+        const dp::SnapBackend& be = snap->backends[s.first_backend + b];
+        const dp::BackendCounters c = backend_sum(workers, be.stat_id);
+        backends[registry.names()[be.stat_id].backend] = {
+            {"packets", c.packets}, {"bytes", c.bytes}, {"flows", c.flows}, {"weight", be.weight}};
+        packets += c.packets;
+        flows += c.flows;
+      }
+      sj["packets"] = packets;
+      sj["flows"] = flows;
+      sj["backends"] = backends;
+      services[s.name] = sj;
+    }
+  }
+  j["services"] = services;
+
+  nlohmann::json wj = nlohmann::json::array();
+  for (const auto* w : workers) {
+    const dp::WorkerCounters& c = w->counters();
+    const uint64_t rx = dp::counter_read(c.rx_packets);
+    const uint64_t cycles = dp::counter_read(c.busy_cycles);
+    wj.push_back({{"index", w->index()},
+                  {"packets_in", rx},
+                  {"packets_out", dp::counter_read(c.tx_packets)},
+                  {"loops", dp::counter_read(c.loops)},
+                  {"busy_cycles", cycles},
+                  {"cycles_per_packet", rx ? double(cycles) / double(rx) : 0.0},
+                  {"flows_active", dp::counter_read(c.flows_active)}});
+  }
+  j["workers"] = wj;
+  return j;
+}
+
+std::string summary_text(const std::vector<const dp::Worker*>& workers,
+                         const StatRegistry& registry, const dp::Snapshot* snap) {
+  const StatsTotals t = sum_counters(workers);
+  std::string s;
+  char line[256];
+  auto add = [&](const char* fmt, auto... args) {
+    std::snprintf(line, sizeof line, fmt, args...);
+    s += line;
+  };
+  add("meshgate summary\n");
+  add("  packets in        %12" PRIu64 "  (%" PRIu64 " bytes)\n", t.packets_in, t.bytes_in);
+  add("  packets out       %12" PRIu64 "  (%" PRIu64 " bytes)\n", t.packets_out, t.bytes_out);
+  add("  generated         %12" PRIu64 "  (ARP requests %" PRIu64 ", neighbor solicitations %" PRIu64 ")\n",
+      t.generated, t.arp_requests, t.nd_solicits);
+  add("  consumed          %12" PRIu64 "  (ARP replies / neighbor advertisements learned)\n", t.consumed);
+  add("  answered          ARP %" PRIu64 ", NDP %" PRIu64 ", echo %" PRIu64 "\n", t.arp_replies,
+      t.nd_adverts, t.echo_replies);
+  add("  drops             %12" PRIu64 "\n", t.drops_total);
+  for (uint32_t r = 1; r < dp::kNumDrops; ++r) {
+    if (t.drops[r]) add("    %-26s %10" PRIu64 "\n", dp::kDropNames[r], t.drops[r]);
+  }
+  add("  flows created     %12" PRIu64 "\n", t.flows_created);
+  add("  flows expired     %12" PRIu64 "\n", t.flows_expired);
+  add("  flows active      %12" PRIu64 "\n", t.flows_active);
+  if (snap && !snap->services.empty()) {
+    add("  services\n");
+    for (const dp::SnapService& sv : snap->services) {
+      add("    %-12s %s %s %s\n", sv.name.c_str(),
+          endpoint_str(sv.vip, ntohs(sv.port_be)).c_str(), sv.proto == 6 ? "tcp" : "udp",
+          mode_name(sv.mode));
+      for (uint32_t b = 0; b < sv.n_backends; ++b) {
+        const dp::SnapBackend& be = snap->backends[sv.first_backend + b];
+        const dp::BackendCounters c = backend_sum(workers, be.stat_id);
+        add("      -> %-28s weight %-4u packets %10" PRIu64 "  flows %8" PRIu64 "\n",
+            registry.names()[be.stat_id].backend.c_str(), be.weight, c.packets, c.flows);
+      }
+    }
+  }
+  if (t.busy_loops) {
+    add("  cycles/packet     %12.1f  (busy poll iterations only)\n",
+        double(t.busy_cycles) / double(t.packets_in ? t.packets_in : 1));
+  }
+  add("  accounting        in + generated = out + consumed + drops + pending: %s\n",
+      t.balanced() ? "ok" : "MISMATCH");
+  return s;
+}
+
+}  // namespace meshgate::ctl

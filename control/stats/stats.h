@@ -1,0 +1,39 @@
+// Sums per-worker counters into the views operators read: the --stats-json / GET /stats JSON
+// and the end-of-run summary. Control thread; reads worker counters with relaxed loads.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "control/snapshot/stat_registry.h"
+#include "dataplane/snapshot/snapshot.h"
+#include "dataplane/worker/worker.h"
+
+namespace meshgate::ctl {
+
+struct StatsTotals {
+  uint64_t packets_in = 0, packets_out = 0, bytes_in = 0, bytes_out = 0;
+  uint64_t generated = 0, consumed = 0, drops_total = 0;
+  uint64_t drops[dp::kNumDrops] = {};
+  uint64_t flows_created = 0, flows_expired = 0, flows_active = 0;
+  uint64_t arp_replies = 0, nd_adverts = 0, echo_replies = 0, arp_requests = 0, nd_solicits = 0;
+  uint64_t neighbors_learned = 0, pending = 0;
+  uint64_t busy_cycles = 0, busy_loops = 0, loops = 0;
+  // Every packet is accounted for: what came in or was made here left, stayed, or was dropped.
+  bool balanced() const {
+    return packets_in + generated == packets_out + consumed + drops_total + pending;
+  }
+};
+
+StatsTotals sum_counters(const std::vector<const dp::Worker*>& workers);
+
+// The JSON of INTERFACE.md (--stats-json and GET /stats).
+nlohmann::json stats_json(const std::vector<const dp::Worker*>& workers,
+                          const StatRegistry& registry, const dp::Snapshot* snap);
+
+// Human-readable end-of-run summary.
+std::string summary_text(const std::vector<const dp::Worker*>& workers,
+                         const StatRegistry& registry, const dp::Snapshot* snap);
+
+}  // namespace meshgate::ctl

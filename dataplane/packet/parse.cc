@@ -1,0 +1,290 @@
+#include "dataplane/packet/parse.h"
+
+#include "dataplane/common/compiler.h"
+#include "dataplane/packet/checksum.h"
+#include "dataplane/packet/wire.h"
+
+namespace meshgate::dp {
+namespace {
+
+// Reads must stay inside the first `contig` bytes (the first mbuf segment); lengths are checked
+// against the whole frame. A header that exists but straddles segments is kHeadersSplit.
+struct Bounds {
+  uint32_t contig;
+  uint32_t frame;
+  // kNone when [off, off+n) is readable, else kHeadersSplit or `truncated`.
+  Drop need(uint32_t off, uint32_t n, Drop truncated) const {
+    if (MG_LIKELY(off + n <= contig)) return Drop::kNone;
+    return off + n <= frame ? Drop::kHeadersSplit : truncated;
+  }
+};
+
+// RFC 793 §3.1 option kinds with a fixed length we check (RFC 7323, RFC 2018).
+Drop walk_tcp_options(const uint8_t* opt, uint32_t len, PacketMeta* m) {
+  uint32_t i = 0;
+  while (i < len) {
+    const uint8_t kind = opt[i];
+    if (kind == 0) break;  // end of option list
+    if (kind == 1) {       // no-operation
+      ++i;
+      continue;
+    }
+    if (i + 1 >= len) return Drop::kTcpBadOption;
+    const uint8_t olen = opt[i + 1];
+    if (olen < 2 || i + olen > len) return Drop::kTcpBadOption;
+    switch (kind) {
+      case 2:  // MSS
+        if (olen != 4) return Drop::kTcpBadOption;
+        m->tcp_mss = rd16(opt + i + 2);
+        break;
+      case 3:  // window scale
+        if (olen != 3) return Drop::kTcpBadOption;
+        m->tcp_wscale = opt[i + 2];
+        break;
+      case 4:  // SACK permitted
+        if (olen != 2) return Drop::kTcpBadOption;
+        break;
+      case 5:  // SACK blocks: 2 + 8n
+        if ((olen - 2) % 8 != 0) return Drop::kTcpBadOption;
+        break;
+      case 8:  // timestamps
+        if (olen != 10) return Drop::kTcpBadOption;
+        break;
+      default:
+        break;
+    }
+    i += olen;
+  }
+  return Drop::kNone;
+}
+
+Drop parse_l4(const uint8_t* data, const Bounds& bd, PacketMeta* m) {
+  const uint8_t* l4 = data + m->l4_off;
+  const uint32_t len = m->l4_len;
+  Drop d;
+  switch (m->l4_proto) {
+    case kProtoTcp: {
+      if (len < kTcpHdrLen) return Drop::kTcpTruncated;
+      if ((d = bd.need(m->l4_off, kTcpHdrLen, Drop::kTcpTruncated)) != Drop::kNone) return d;
+      const uint32_t doff = uint32_t(l4[12] >> 4) * 4;
+      if (doff < kTcpHdrLen || doff > len) return Drop::kTcpBadDataOffset;
+      if ((d = bd.need(m->l4_off, doff, Drop::kTcpBadDataOffset)) != Drop::kNone) return d;
+      const uint8_t flags = l4[13];
+      // RFC 9293 never produces these; they are scans or attacks.
+      if ((flags & (kTcpSyn | kTcpFin)) == (kTcpSyn | kTcpFin) ||
+          (flags & (kTcpSyn | kTcpRst)) == (kTcpSyn | kTcpRst) || (flags & 0x3f) == 0) {
+        return Drop::kTcpBadFlags;
+      }
+      if (doff > kTcpHdrLen) {
+        d = walk_tcp_options(l4 + kTcpHdrLen, doff - kTcpHdrLen, m);
+        if (d != Drop::kNone) return d;
+      }
+      std::memcpy(&m->sport, l4, 2);
+      std::memcpy(&m->dport, l4 + 2, 2);
+      m->tcp_flags = flags;
+      m->l4_hdr_len = uint16_t(doff);
+      return Drop::kNone;
+    }
+    case kProtoUdp: {
+      if (len < kUdpHdrLen) return Drop::kUdpTruncated;
+      if ((d = bd.need(m->l4_off, kUdpHdrLen, Drop::kUdpTruncated)) != Drop::kNone) return d;
+      const uint16_t ulen = rd16(l4 + 4);
+      if (ulen < kUdpHdrLen || ulen > len) return Drop::kUdpBadLength;
+      std::memcpy(&m->sport, l4, 2);
+      std::memcpy(&m->dport, l4 + 2, 2);
+      m->l4_hdr_len = kUdpHdrLen;
+      return Drop::kNone;
+    }
+    case kProtoIcmp:
+    case kProtoIcmp6: {
+      const Drop truncated =
+          m->l4_proto == kProtoIcmp ? Drop::kIcmpTruncated : Drop::kIcmp6Truncated;
+      if (len < kIcmpHdrLen) return truncated;
+      if ((d = bd.need(m->l4_off, kIcmpHdrLen, truncated)) != Drop::kNone) return d;
+      m->icmp_type = l4[0];
+      m->icmp_code = l4[1];
+      const bool echo = m->l4_proto == kProtoIcmp
+                            ? (l4[0] == kIcmpEchoRequest || l4[0] == kIcmpEchoReply)
+                            : (l4[0] == kIcmp6EchoRequest || l4[0] == kIcmp6EchoReply);
+      if (echo) std::memcpy(&m->sport, l4 + 4, 2);  // identifier: the "port" of an echo flow
+      m->dport = uint16_t(l4[0] << 8 | l4[1]);
+      m->l4_hdr_len = kIcmpHdrLen;
+      return Drop::kNone;
+    }
+    default:
+      return Drop::kNone;  // carried as an opaque payload; policy decides later
+  }
+}
+
+Drop parse_ipv4(const uint8_t* data, const Bounds& bd, PacketMeta* m, bool verify_csum) {
+  const uint32_t off = m->l3_off;
+  const uint32_t avail = bd.frame - off;
+  const uint8_t* ip = data + off;
+  if (avail < kIpv4HdrLen) return Drop::kIpv4Truncated;
+  Drop d;
+  if ((d = bd.need(off, kIpv4HdrLen, Drop::kIpv4Truncated)) != Drop::kNone) return d;
+  if ((ip[0] >> 4) != 4) return Drop::kIpv4BadVersion;
+  const uint32_t ihl = uint32_t(ip[0] & 0xf) * 4;
+  if (ihl < kIpv4HdrLen || ihl > avail) return Drop::kIpv4BadIhl;
+  if ((d = bd.need(off, ihl, Drop::kIpv4BadIhl)) != Drop::kNone) return d;
+  const uint32_t total = rd16(ip + 2);
+  // Frames may carry Ethernet padding after the datagram; the datagram itself must fit.
+  if (total < ihl || total > avail) return Drop::kIpv4BadTotalLength;
+  if (verify_csum && csum_fold(csum_partial(ip, ihl, 0)) != 0xffff) {
+    return Drop::kIpv4BadChecksum;
+  }
+  // RFC 1812 §5.3.7: never forward from martian sources.
+  const uint8_t s0 = ip[12];
+  if (s0 >= 224 || s0 == 127 || s0 == 0) return Drop::kIpv4BadSource;
+
+  m->l3 = L3::kIpv4;
+  m->ttl = ip[8];
+  m->l4_proto = ip[9];
+  m->ip_len = uint16_t(total);
+  m->ip_id = rd16(ip + 4);
+  m->src = IpAddr::v4_bytes(ip + 12);
+  m->dst = IpAddr::v4_bytes(ip + 16);
+  if (ihl > kIpv4HdrLen) m->flags |= kPktIpOptions;
+  m->l4_off = uint16_t(off + ihl);
+  m->l4_len = uint16_t(total - ihl);
+
+  const uint16_t frag = rd16(ip + 6);
+  const uint16_t frag_offset = frag & 0x1fff;
+  const bool more_fragments = frag & 0x2000;
+  if (frag_offset != 0 || more_fragments) {
+    m->flags |= kPktFragment;
+    if (frag_offset != 0) return Drop::kNone;  // no L4 header in later fragments
+    m->flags |= kPktFirstFragment;
+  }
+  return parse_l4(data, bd, m);
+}
+
+Drop parse_ipv6(const uint8_t* data, const Bounds& bd, PacketMeta* m) {
+  const uint32_t off = m->l3_off;
+  const uint32_t avail = bd.frame - off;
+  const uint8_t* ip = data + off;
+  if (avail < kIpv6HdrLen) return Drop::kIpv6Truncated;
+  Drop d = bd.need(off, kIpv6HdrLen, Drop::kIpv6Truncated);
+  if (d != Drop::kNone) return d;
+  if ((ip[0] >> 4) != 6) return Drop::kIpv6BadVersion;
+  const uint32_t payload = rd16(ip + 4);
+  // Payload length 0 announces a jumbogram (RFC 2675), which no Ethernet port carries.
+  if (payload == 0 || kIpv6HdrLen + payload > avail) return Drop::kIpv6BadPayloadLength;
+
+  m->l3 = L3::kIpv6;
+  m->ttl = ip[7];
+  m->ip_len = uint16_t(kIpv6HdrLen + payload);
+  m->src = IpAddr::v6_bytes(ip + 8);
+  m->dst = IpAddr::v6_bytes(ip + 24);
+  // RFC 4291 §2.7: a multicast address must not be a source; ::1 never leaves a node.
+  static constexpr uint8_t kLoopback[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  if (ip[8] == 0xff || std::memcmp(ip + 8, kLoopback, 16) == 0) return Drop::kIpv6BadSource;
+
+  uint8_t nh = ip[6];
+  uint32_t pos = off + kIpv6HdrLen;
+  const uint32_t end = off + kIpv6HdrLen + payload;
+  for (int n = 0;; ++n) {
+    if (nh != kIp6HopByHop && nh != kIp6Routing && nh != kIp6Fragment && nh != kIp6DestOpts &&
+        nh != kIp6Ah && nh != kIp6Mobility) {
+      break;
+    }
+    if (n == kMaxIpv6ExtHeaders) return Drop::kIpv6ExtChainTooLong;
+    if (pos + 8 > end) return Drop::kIpv6ExtTruncated;
+    if ((d = bd.need(pos, 8, Drop::kIpv6ExtTruncated)) != Drop::kNone) return d;
+    const uint8_t* eh = data + pos;
+    uint32_t eh_len;
+    if (nh == kIp6Fragment) {
+      eh_len = 8;
+      const uint16_t offlg = rd16(eh + 2);
+      const uint16_t frag_offset = offlg >> 3;
+      const bool more_fragments = offlg & 1;
+      // RFC 6946: an "atomic fragment" (offset 0, M clear) is a whole packet.
+      if (frag_offset != 0 || more_fragments) {
+        m->flags |= kPktFragment;
+        m->frag_off_hdr = uint16_t(pos);
+        m->ip_id = rd32(eh + 4);
+        if (frag_offset != 0) {
+          m->l4_proto = eh[0];
+          m->l4_off = uint16_t(pos + eh_len);
+          m->l4_len = uint16_t(end - m->l4_off);
+          return Drop::kNone;
+        }
+        m->flags |= kPktFirstFragment;
+      }
+    } else if (nh == kIp6Ah) {
+      eh_len = (uint32_t(eh[1]) + 2) * 4;  // RFC 4302 §2.2: in 4-octet units, minus 2
+    } else {
+      eh_len = (uint32_t(eh[1]) + 1) * 8;  // RFC 8200 §4.3: in 8-octet units, minus 1
+    }
+    if (pos + eh_len > end) return Drop::kIpv6ExtTruncated;
+    nh = eh[0];
+    pos += eh_len;
+  }
+  m->l4_proto = nh;
+  m->l4_off = uint16_t(pos);
+  m->l4_len = uint16_t(end - pos);
+  if ((d = parse_l4(data, bd, m)) != Drop::kNone) return d;
+  // The unspecified source is legal only for duplicate address detection (RFC 4861 §7.1.1).
+  if (m->src.is_zero() && !(nh == kProtoIcmp6 && m->icmp_type == kNdpNeighborSolicit)) {
+    return Drop::kIpv6BadSource;
+  }
+  return Drop::kNone;
+}
+
+}  // namespace
+
+Drop parse_packet(const uint8_t* data, uint32_t len, PacketMeta* m, bool verify_ipv4_csum) {
+  return parse_frame(data, len, len, m, verify_ipv4_csum);
+}
+
+Drop parse_frame(const uint8_t* data, uint32_t contig_len, uint32_t frame_len, PacketMeta* m,
+                 bool verify_ipv4_csum) {
+  *m = PacketMeta{};
+  const Bounds bd{contig_len < frame_len ? contig_len : frame_len, frame_len};
+  const uint32_t len = frame_len;
+  Drop d;
+  if (MG_UNLIKELY(len < kEthHdrLen)) return Drop::kEthTruncated;
+  if ((d = bd.need(0, kEthHdrLen, Drop::kEthTruncated)) != Drop::kNone) return d;
+  if (data[0] & 1) m->flags |= kPktL2Multicast;
+  uint16_t type = rd16(data + 12);
+  uint32_t off = kEthHdrLen;
+  if (type == kEtherTypeVlan) {
+    if (len < kEthHdrLen + kVlanHdrLen) return Drop::kVlanTruncated;
+    if ((d = bd.need(0, kEthHdrLen + kVlanHdrLen, Drop::kVlanTruncated)) != Drop::kNone) return d;
+    m->flags |= kPktVlan;
+    m->vlan_tci = rd16(data + 14);
+    type = rd16(data + 16);
+    off += kVlanHdrLen;
+    if (type == kEtherTypeVlan || type == kEtherTypeQinQ) return Drop::kVlanStacked;
+  } else if (type == kEtherTypeQinQ) {
+    return Drop::kVlanStacked;
+  }
+  m->l3_off = uint16_t(off);
+
+  switch (type) {
+    case kEtherTypeIpv4:
+      return parse_ipv4(data, bd, m, verify_ipv4_csum);
+    case kEtherTypeIpv6:
+      return parse_ipv6(data, bd, m);
+    case kEtherTypeArp: {
+      if (len - off < kArpLen) return Drop::kArpTruncated;
+      if ((d = bd.need(off, kArpLen, Drop::kArpTruncated)) != Drop::kNone) return d;
+      const uint8_t* a = data + off;
+      if (rd16(a) != 1 || rd16(a + 2) != kEtherTypeIpv4 || a[4] != 6 || a[5] != 4) {
+        return Drop::kArpUnsupported;
+      }
+      const uint16_t op = rd16(a + 6);
+      if (op != kArpOpRequest && op != kArpOpReply) return Drop::kArpUnsupported;
+      m->l3 = L3::kArp;
+      m->arp_op = op;
+      std::memcpy(m->arp_sha.b.data(), a + 8, 6);
+      m->arp_spa = IpAddr::v4_bytes(a + 14);
+      m->arp_tpa = IpAddr::v4_bytes(a + 24);
+      return Drop::kNone;
+    }
+    default:
+      return Drop::kEthertypeUnsupported;
+  }
+}
+
+}  // namespace meshgate::dp

@@ -1,0 +1,137 @@
+// The immutable tables workers read: services with their lookup tables, local addresses, VIPs,
+// routes, static neighbors. Built on the control thread (control/snapshot), published with one
+// atomic store and freed only after every worker passed a quiescent state (rte_rcu_qsbr).
+// Workers load the pointer once per burst and never write through it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dataplane/common/hash.h"
+#include "dataplane/common/net_types.h"
+
+struct rte_lpm;
+struct rte_lpm6;
+
+namespace meshgate::dp {
+
+enum class Mode : uint8_t { kDnat, kFullnat, kDsrIpip, kDsrGue, kProxy };
+
+struct SnapBackend {
+  IpAddr address;
+  uint16_t port_be = 0;  // network order
+  uint32_t weight = 1;
+  uint32_t stat_id = 0;  // slot in the per-worker backend counters (stable across snapshots)
+};
+
+struct SnapService {
+  IpAddr vip;
+  uint16_t port_be = 0;
+  uint8_t proto = 0;
+  Mode mode = Mode::kDnat;
+  uint32_t first_backend = 0;  // index into Snapshot::backends
+  uint32_t n_backends = 0;
+  uint32_t table_offset = 0;   // index into Snapshot::lb_slots
+  uint32_t table_size = 0;     // 0 = no eligible backend
+  std::string name;
+};
+
+struct NextHop {
+  uint16_t port_index = 0;  // index into the runtime's port array
+  bool on_link = false;     // next hop is the destination itself
+  IpAddr gateway;
+};
+
+// Immutable open-addressing set/map with 16-byte keys (addresses) or service keys, built once.
+// Slot value 0 means empty, so a reader never sees a half-written slot (STYLE.md rule 6).
+template <typename Key>
+class FlatIndex {
+ public:
+  void build(const std::vector<Key>& keys) {
+    size_t cap = 16;
+    while (cap < keys.size() * 2) cap <<= 1;
+    mask_ = uint32_t(cap - 1);
+    keys_.assign(cap, Key{});
+    vals_.assign(cap, 0);
+    for (uint32_t i = 0; i < keys.size(); ++i) {
+      uint32_t s = hash(keys[i]) & mask_;
+      while (vals_[s] != 0 && !(keys_[s] == keys[i])) s = (s + 1) & mask_;
+      if (vals_[s] == 0) {
+        keys_[s] = keys[i];
+        vals_[s] = i + 1;
+      }
+    }
+  }
+  // The index of `k` in the vector given to build(), or -1.
+  int32_t find(const Key& k) const {
+    if (keys_.empty()) return -1;
+    uint32_t s = hash(k) & mask_;
+    while (vals_[s] != 0) {
+      if (keys_[s] == k) return int32_t(vals_[s] - 1);
+      s = (s + 1) & mask_;
+    }
+    return -1;
+  }
+
+ private:
+  static uint32_t hash(const Key& k) { return crc32c(&k, sizeof k, 0); }
+  uint32_t mask_ = 0;
+  std::vector<Key> keys_;
+  std::vector<uint32_t> vals_;
+};
+
+// Hashed as raw bytes, so it must have no implicit padding.
+struct ServiceKey {
+  IpAddr vip;
+  uint16_t port_be = 0;
+  uint8_t proto = 0;
+  uint8_t pad0 = 0;
+  uint32_t pad1 = 0;
+  friend bool operator==(const ServiceKey&, const ServiceKey&) = default;
+};
+static_assert(sizeof(ServiceKey) == 24, "ServiceKey must be padding-free");
+
+struct StaticNeighbor {
+  IpAddr address;
+  MacAddr mac;
+  uint16_t port_index = 0;
+};
+
+struct Snapshot {
+  uint64_t version = 0;
+  std::vector<SnapService> services;
+  std::vector<SnapBackend> backends;
+  std::vector<uint32_t> lb_slots;  // all services' lookup tables, back to back
+  FlatIndex<ServiceKey> service_index;
+  std::vector<IpAddr> vips;        // distinct VIP addresses (answer ARP/NDP/echo)
+  FlatIndex<IpAddr> vip_index;
+  std::vector<IpAddr> local_addresses;  // every port address
+  std::vector<uint16_t> local_address_port;
+  FlatIndex<IpAddr> local_index;
+  rte_lpm* lpm4 = nullptr;
+  rte_lpm6* lpm6 = nullptr;
+  std::vector<NextHop> next_hops;
+  std::vector<StaticNeighbor> neighbors;
+  FlatIndex<IpAddr> neighbor_index;
+
+  const SnapService* find_service(const IpAddr& vip, uint16_t port_be, uint8_t proto) const {
+    const int32_t i = service_index.find(ServiceKey{vip, port_be, proto});
+    return i < 0 ? nullptr : &services[uint32_t(i)];
+  }
+  bool is_vip(const IpAddr& a) const { return vip_index.find(a) >= 0; }
+  // Port index owning local address `a`, or -1.
+  int32_t local_port(const IpAddr& a) const {
+    const int32_t i = local_index.find(a);
+    return i < 0 ? -1 : local_address_port[uint32_t(i)];
+  }
+  const StaticNeighbor* find_neighbor(const IpAddr& a) const {
+    const int32_t i = neighbor_index.find(a);
+    return i < 0 ? nullptr : &neighbors[uint32_t(i)];
+  }
+};
+
+// Frees a snapshot including its DPDK-allocated LPM tables. Control thread, after a grace period.
+void snapshot_free(Snapshot* s);
+
+}  // namespace meshgate::dp

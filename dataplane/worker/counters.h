@@ -1,0 +1,54 @@
+// Per-worker counters. Written only by the owning worker; read (summed) by the control thread.
+// Single-writer counters need no atomic read-modify-write: a relaxed store of the incremented
+// value keeps the compiler from tearing or caching it, and costs the same as a plain add.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "dataplane/common/compiler.h"
+#include "dataplane/drop_reasons.h"
+
+namespace meshgate::dp {
+
+MG_ALWAYS_INLINE void counter_add(uint64_t& c, uint64_t n) {
+  std::atomic_ref<uint64_t>(c).store(c + n, std::memory_order_relaxed);
+}
+MG_ALWAYS_INLINE uint64_t counter_read(const uint64_t& c) {
+  return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(c)).load(std::memory_order_relaxed);
+}
+
+struct MG_CACHE_ALIGNED WorkerCounters {
+  uint64_t rx_packets = 0;
+  uint64_t rx_bytes = 0;
+  uint64_t tx_packets = 0;
+  uint64_t tx_bytes = 0;
+  uint64_t generated = 0;  // packets the gateway originated (ARP requests, neighbor solicitations)
+  uint64_t consumed = 0;   // packets terminated here without an answer (ARP replies, NAs learned)
+  uint64_t drops[kNumDrops] = {};
+  uint64_t flows_created = 0;
+  uint64_t flows_expired = 0;
+  uint64_t flows_active = 0;  // gauge
+  uint64_t arp_replies = 0;
+  uint64_t nd_adverts = 0;
+  uint64_t echo_replies = 0;
+  uint64_t arp_requests = 0;
+  uint64_t nd_solicits = 0;
+  uint64_t neighbors_learned = 0;
+  uint64_t pending_now = 0;   // gauge: packets waiting for a neighbor
+  uint64_t loops = 0;         // poll loop iterations (healthz: advances while polling)
+  uint64_t busy_loops = 0;    // iterations that received packets
+  uint64_t busy_cycles = 0;   // TSC cycles spent in iterations that received packets
+  uint64_t snapshot_version = 0;  // version last used by this worker
+};
+
+struct BackendCounters {
+  uint64_t packets = 0;
+  uint64_t bytes = 0;
+  uint64_t flows = 0;
+};
+
+// Backend counter slots per worker; stat ids beyond it share slot 0 ("other").
+inline constexpr uint32_t kMaxBackendStats = 1u << 18;
+
+}  // namespace meshgate::dp

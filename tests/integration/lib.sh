@@ -1,0 +1,89 @@
+# Shared helpers for the integration tests (bash). Each test sources this file, creates its own
+# namespaces / veths with names unique to its PID, and removes them on exit (trap).
+set -euo pipefail
+
+MG_BIN=${MG_BIN:?MG_BIN must point at the meshgate binary}
+TMP=$(mktemp -d /tmp/mg-e2e.XXXXXX)
+ID=$(( $$ % 100000 ))
+NETNS=()
+LINKS=()
+PIDS=()
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+note() { echo "--- $*"; }
+
+cleanup() {
+  local rc=$?
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  for l in "${LINKS[@]}"; do ip link del "$l" 2>/dev/null || true; done
+  for n in "${NETNS[@]}"; do ip netns del "$n" 2>/dev/null || true; done
+  if [[ $rc -ne 0 && -d $TMP ]]; then
+    for f in "$TMP"/*.log; do [[ -f $f ]] && { echo "=== $f"; tail -n 40 "$f"; }; done
+  fi
+  rm -rf "$TMP"
+  exit $rc
+}
+trap cleanup EXIT
+
+require_root() { [[ $(id -u) -eq 0 ]] || fail "needs root (network namespaces, raw sockets)"; }
+
+# offloads_off DEV [NETNS]: kernel peers must hand us complete checksums and no GSO frames.
+offloads_off() {
+  local dev=$1 ns=${2:-}
+  local pre=()
+  [[ -n $ns ]] && pre=(ip netns exec "$ns")
+  "${pre[@]}" ethtool -K "$dev" tx off rx off tso off gso off gro off >/dev/null 2>&1 || true
+}
+
+# add_host NAME GWSIDE ADDR4/LEN GW4 [ADDR6/LEN GW6]: a namespace NAME with veth "eth0", whose
+# peer GWSIDE stays in the root namespace for the gateway's net_af_packet port.
+add_host() {
+  local ns=$1 gwside=$2 a4=$3 gw4=$4 a6=${5:-} gw6=${6:-}
+  ip netns add "$ns"
+  NETNS+=("$ns")
+  ip link add "$gwside" type veth peer name eth0 netns "$ns"
+  LINKS+=("$gwside")
+  sysctl -qw "net.ipv6.conf.$gwside.disable_ipv6=1"
+  ip link set "$gwside" up
+  offloads_off "$gwside"
+  ip netns exec "$ns" ip link set lo up
+  ip netns exec "$ns" ip link set eth0 up
+  offloads_off eth0 "$ns"
+  ip netns exec "$ns" ip addr add "$a4" dev eth0
+  ip netns exec "$ns" ip route add default via "$gw4"
+  if [[ -n $a6 ]]; then
+    ip netns exec "$ns" ip -6 addr add "$a6" dev eth0 nodad
+    ip netns exec "$ns" ip -6 route add default via "$gw6"
+  fi
+}
+
+# wait_for SECONDS CMD...: polls CMD every 0.1 s.
+wait_for() {
+  local deadline=$(( $(date +%s) + $1 )); shift
+  until "$@" >/dev/null 2>&1; do
+    (( $(date +%s) < deadline )) || return 1
+    sleep 0.1
+  done
+}
+
+# json FILE EXPR: reads a value from a JSON file (python3, no extra packages).
+json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$1" "$2"; }
+
+# start_gateway CONFIG [ARGS...]: runs meshgate in the background with --stats-json.
+start_gateway() {
+  local cfg=$1; shift
+  "$MG_BIN" --config "$cfg" --stats-json "$TMP/stats.json" "$@" >"$TMP/gateway.log" 2>&1 &
+  GW_PID=$!
+  PIDS+=("$GW_PID")
+  wait_for 20 grep -q "event=workers_started" "$TMP/gateway.log" || fail "gateway did not start"
+}
+
+# stop_gateway SIGNAL: sends the signal, expects exit 0 and the stats file.
+stop_gateway() {
+  kill -"${1:-TERM}" "$GW_PID"
+  local rc=0
+  wait "$GW_PID" || rc=$?
+  [[ $rc -eq 0 ]] || fail "gateway exited $rc after SIG${1:-TERM}"
+  [[ -s $TMP/stats.json ]] || fail "no --stats-json written"
+}

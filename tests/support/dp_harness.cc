@@ -1,0 +1,285 @@
+#include "tests/support/dp_harness.h"
+
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_eth_ring.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+#include <rte_mbuf_dyn.h>
+#include <rte_ring.h>
+#include <unistd.h>
+
+#include <mutex>
+#include <stdexcept>
+
+#include "control/snapshot/builder.h"
+
+namespace meshgate::test {
+namespace {
+
+int g_ts_offset = -1;
+uint64_t g_ts_flag = 0;
+rte_mempool* g_pool = nullptr;
+uint32_t g_instance = 0;
+
+}  // namespace
+
+const char* const kDemoTopology = R"(
+[gateway]
+workers = 1
+
+[[port]]
+name = "net0"
+device = "net_ring0"
+mac = "02:00:00:00:00:01"
+addresses = ["198.51.100.1/24", "2001:db8:1::1/64"]
+
+[[route]]
+prefix = "0.0.0.0/0"
+via = "198.51.100.254"
+
+[[route]]
+prefix = "::/0"
+via = "2001:db8:1::fe"
+
+[[neighbor]]
+address = "198.51.100.254"
+mac = "02:00:00:00:00:fe"
+[[neighbor]]
+address = "2001:db8:1::fe"
+mac = "02:00:00:00:00:fe"
+[[neighbor]]
+address = "198.51.100.11"
+mac = "02:00:00:00:01:11"
+[[neighbor]]
+address = "198.51.100.12"
+mac = "02:00:00:00:01:12"
+[[neighbor]]
+address = "198.51.100.13"
+mac = "02:00:00:00:01:13"
+[[neighbor]]
+address = "2001:db8:1::11"
+mac = "02:00:00:00:01:61"
+[[neighbor]]
+address = "2001:db8:1::12"
+mac = "02:00:00:00:01:62"
+
+[[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+protocol = "tcp"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+  [[service.backend]]
+  address = "198.51.100.12"
+  port = 8080
+  [[service.backend]]
+  address = "198.51.100.13"
+  port = 8080
+  weight = 2
+
+[[service]]
+name = "dns"
+vip = "203.0.113.10"
+port = 53
+protocol = "udp"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 5353
+  [[service.backend]]
+  address = "198.51.100.12"
+  port = 5353
+
+[[service]]
+name = "web6"
+vip = "2001:db8:100::10"
+port = 80
+protocol = "tcp"
+  [[service.backend]]
+  address = "2001:db8:1::11"
+  port = 8080
+  [[service.backend]]
+  address = "2001:db8:1::12"
+  port = 8080
+)";
+
+void init_eal_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const std::string prefix = "--file-prefix=mgtest-" + std::to_string(getpid());
+    std::vector<std::string> args = {"test",        "--no-huge",    "-m",          "512",
+                                     "--no-pci",    "--no-shconf",  "--no-telemetry",
+                                     "-l",          "0",            prefix,
+                                     "--log-level=error"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    if (rte_eal_init(int(argv.size()), argv.data()) < 0) {
+      throw std::runtime_error(std::string("EAL init failed: ") + rte_strerror(rte_errno));
+    }
+    if (rte_mbuf_dyn_rx_timestamp_register(&g_ts_offset, &g_ts_flag) != 0) {
+      throw std::runtime_error("cannot register the RX timestamp dynfield");
+    }
+    g_pool = rte_pktmbuf_pool_create("mgtest_pool", 8191, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE, 0);
+    if (!g_pool) throw std::runtime_error("cannot create the test mbuf pool");
+  });
+}
+
+rte_mempool* test_pool() {
+  init_eal_once();
+  return g_pool;
+}
+
+DataplaneHarness::DataplaneHarness(const std::string& config_toml, uint32_t max_flows) {
+  init_eal_once();
+  auto cfg = ctl::parse_config(config_toml, "test.toml");
+  if (!cfg) throw std::runtime_error("test config: " + cfg.error().str());
+  cfg_ = std::move(cfg.value());
+  const uint32_t inst = g_instance++;
+  for (size_t i = 0; i < cfg_.ports.size(); ++i) {
+    const std::string n = std::to_string(inst) + "_" + std::to_string(i);
+    rte_ring* rx = rte_ring_create(("hrx" + n).c_str(), 1024, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    rte_ring* tx = rte_ring_create(("htx" + n).c_str(), 1024, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    if (!rx || !tx) throw std::runtime_error("cannot create harness rings");
+    rx_rings_.push_back(rx);
+    tx_rings_.push_back(tx);
+    const int port_id = rte_eth_from_rings(("net_ring_h" + n).c_str(), &rx, 1, &tx, 1, 0);
+    if (port_id < 0) throw std::runtime_error("rte_eth_from_rings failed");
+    rte_eth_conf conf{};
+    if (rte_eth_dev_configure(uint16_t(port_id), 1, 1, &conf) != 0 ||
+        rte_eth_rx_queue_setup(uint16_t(port_id), 0, 1024, 0, nullptr, g_pool) != 0 ||
+        rte_eth_tx_queue_setup(uint16_t(port_id), 0, 1024, 0, nullptr) != 0 ||
+        rte_eth_dev_start(uint16_t(port_id)) != 0) {
+      throw std::runtime_error("cannot start the net_ring port");
+    }
+    dp::PortRuntime rt;
+    rt.name = cfg_.ports[i].name;
+    rt.port_id = uint16_t(port_id);
+    rt.index = uint16_t(i);
+    rt.mac = cfg_.ports[i].mac ? *cfg_.ports[i].mac
+                               : MacAddr{{0x02, 0, 0, 0, 0, uint8_t(i + 1)}};
+    rt.mtu = cfg_.ports[i].mtu;
+    rt.addresses = cfg_.ports[i].addresses;
+    ports_.push_back(rt);
+  }
+  last_by_port_.resize(ports_.size());
+  publish(config_toml);
+
+  dp::WorkerParams wp;
+  wp.index = 0;
+  wp.socket = 0;
+  wp.ports = ports_;
+  wp.snapshot = &slot_;
+  wp.pool = g_pool;
+  wp.max_flows = max_flows;
+  wp.timeouts.tcp_syn_ms = cfg_.conntrack.tcp_syn * 1000;
+  wp.timeouts.tcp_established_ms = cfg_.conntrack.tcp_established * 1000;
+  wp.timeouts.tcp_fin_ms = cfg_.conntrack.tcp_fin * 1000;
+  wp.timeouts.tcp_time_wait_ms = cfg_.conntrack.tcp_time_wait * 1000;
+  wp.timeouts.udp_ms = cfg_.conntrack.udp * 1000;
+  wp.timeouts.other_ms = cfg_.conntrack.icmp * 1000;
+  wp.replay = true;
+  wp.replay_packets = ~0ull;
+  wp.timestamp_offset = g_ts_offset;
+  wp.timestamp_flag = g_ts_flag;
+  worker_ = std::make_unique<dp::Worker>();
+  if (!worker_->init(wp)) throw std::runtime_error("worker init failed");
+}
+
+DataplaneHarness::~DataplaneHarness() {
+  worker_->finish();
+  collect();
+  worker_.reset();
+  for (const auto& p : ports_) {
+    rte_eth_dev_stop(p.port_id);
+    rte_eth_dev_close(p.port_id);
+  }
+  for (auto* r : rx_rings_) rte_ring_free(r);
+  for (auto* r : tx_rings_) rte_ring_free(r);
+  const dp::Snapshot* s = slot_.current.exchange(nullptr);
+  dp::snapshot_free(const_cast<dp::Snapshot*>(s));
+}
+
+void DataplaneHarness::publish(const std::string& config_toml) {
+  auto cfg = ctl::parse_config(config_toml, "test.toml");
+  if (!cfg) throw std::runtime_error("test config: " + cfg.error().str());
+  auto snap = ctl::build_snapshot(*cfg, ports_, registry_, ++version_);
+  if (!snap) throw std::runtime_error("snapshot: " + snap.error().message);
+  // The worker is not running concurrently (tests drive it), so the old snapshot can go now.
+  const dp::Snapshot* old = slot_.current.exchange(*snap);
+  dp::snapshot_free(const_cast<dp::Snapshot*>(old));
+}
+
+std::vector<pkt::Bytes> DataplaneHarness::send(const std::vector<pkt::Bytes>& frames,
+                                               uint64_t ts_ns, uint16_t port) {
+  for (const auto& f : frames) {
+    rte_mbuf* m = rte_pktmbuf_alloc(g_pool);
+    if (!m) throw std::runtime_error("test pool exhausted");
+    char* d = rte_pktmbuf_append(m, uint16_t(f.size()));
+    if (!d) throw std::runtime_error("frame too large for one mbuf");
+    std::memcpy(d, f.data(), f.size());
+    *RTE_MBUF_DYNFIELD(m, g_ts_offset, rte_mbuf_timestamp_t*) = ts_ns / 1000;  // as net_pcap: us
+    m->ol_flags |= g_ts_flag;
+    if (rte_ring_enqueue(rx_rings_[port], m) != 0) throw std::runtime_error("RX ring full");
+  }
+  worker_->advance_clock(ts_ns);
+  worker_->poll_once();
+  return collect();
+}
+
+std::vector<pkt::Bytes> DataplaneHarness::tick(uint64_t ts_ns) {
+  worker_->advance_clock(ts_ns);
+  worker_->poll_once();
+  return collect();
+}
+
+std::vector<pkt::Bytes> DataplaneHarness::finish() {
+  worker_->finish();
+  return collect();
+}
+
+std::vector<pkt::Bytes> DataplaneHarness::collect() {
+  std::vector<pkt::Bytes> all;
+  for (size_t p = 0; p < tx_rings_.size(); ++p) {
+    last_by_port_[p].clear();
+    void* objs[64];
+    unsigned n;
+    while ((n = rte_ring_dequeue_burst(tx_rings_[p], objs, 64, nullptr)) > 0) {
+      for (unsigned i = 0; i < n; ++i) {
+        auto* m = static_cast<rte_mbuf*>(objs[i]);
+        pkt::Bytes b(m->pkt_len);
+        const void* src = rte_pktmbuf_read(m, 0, m->pkt_len, b.data());
+        if (src != b.data()) std::memcpy(b.data(), src, m->pkt_len);
+        rte_pktmbuf_free(m);
+        last_by_port_[p].push_back(b);
+        all.push_back(std::move(b));
+      }
+    }
+  }
+  return all;
+}
+
+uint64_t DataplaneHarness::drops_total() const {
+  uint64_t n = 0;
+  for (uint32_t r = 1; r < dp::kNumDrops; ++r) n += counters().drops[r];
+  return n;
+}
+
+bool DataplaneHarness::balanced() const {
+  const auto& c = counters();
+  return c.rx_packets + c.generated == c.tx_packets + c.consumed + drops_total() + c.pending_now;
+}
+
+const dp::BackendCounters& DataplaneHarness::backend(const std::string& service,
+                                                     const std::string& ep) const {
+  const auto& names = registry_.names();
+  for (uint32_t i = 0; i < names.size(); ++i) {
+    if (names[i].service == service && names[i].backend == ep) {
+      return worker_->backend_counters()[i];
+    }
+  }
+  throw std::runtime_error("no backend " + service + "/" + ep);
+}
+
+}  // namespace meshgate::test

@@ -1,0 +1,110 @@
+// Maglev table properties (Maglev, NSDI 2016, §3.4 and §5.3).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "dataplane/lb/lb.h"
+
+namespace meshgate::dp {
+namespace {
+
+std::vector<LbBackend> backends(size_t n, uint32_t weight = 1) {
+  std::vector<LbBackend> v;
+  for (size_t i = 0; i < n; ++i) {
+    v.push_back({IpAddr::v4(0xc6336400 + uint32_t(i)), uint16_t(8000 + i % 7), weight});
+  }
+  return v;
+}
+
+std::vector<uint64_t> slot_counts(const std::vector<uint32_t>& t, size_t n) {
+  std::vector<uint64_t> c(n, 0);
+  for (uint32_t b : t) c.at(b)++;
+  return c;
+}
+
+TEST(Maglev, table_sizes_are_prime_and_at_least_100_slots_per_backend) {
+  EXPECT_EQ(lb_auto_table_size(3), kDefaultLbTableSize);
+  EXPECT_TRUE(is_prime(kDefaultLbTableSize));
+  const uint32_t big = lb_auto_table_size(1000);
+  EXPECT_TRUE(is_prime(big));
+  EXPECT_GE(big, 100000u);
+}
+
+TEST(Maglev, every_slot_is_filled_and_balance_is_within_one_percent_up_to_1000_backends) {
+  for (size_t n : {1, 2, 3, 10, 100, 1000}) {
+    const auto b = backends(n);
+    const uint32_t m = lb_auto_table_size(n);
+    const auto t = lb_build_table(b, m);
+    const auto c = slot_counts(t, n);
+    const double ideal = double(m) / double(n);
+    for (size_t i = 0; i < n; ++i) {
+      EXPECT_LE(std::abs(double(c[i]) - ideal) / ideal, 0.01) << "n=" << n << " backend " << i;
+    }
+  }
+}
+
+TEST(Maglev, weights_are_honoured_and_weight_zero_gets_no_slots) {
+  auto b = backends(4);
+  b[0].weight = 1;
+  b[1].weight = 2;
+  b[2].weight = 3;
+  b[3].weight = 0;
+  const auto t = lb_build_table(b, kDefaultLbTableSize);
+  const auto c = slot_counts(t, 4);
+  EXPECT_EQ(c[3], 0u);
+  EXPECT_NEAR(double(c[0]) / kDefaultLbTableSize, 1.0 / 6, 0.01);
+  EXPECT_NEAR(double(c[1]) / kDefaultLbTableSize, 2.0 / 6, 0.01);
+  EXPECT_NEAR(double(c[2]) / kDefaultLbTableSize, 3.0 / 6, 0.01);
+}
+
+TEST(Maglev, all_weights_zero_gives_an_empty_table) {
+  const auto t = lb_build_table(backends(3, 0), 251);
+  EXPECT_TRUE(std::all_of(t.begin(), t.end(), [](uint32_t s) { return s == kNoBackend; }));
+}
+
+TEST(Maglev, table_does_not_depend_on_backend_order) {
+  auto b = backends(50);
+  const auto t1 = lb_build_table(b, kDefaultLbTableSize);
+  std::vector<LbBackend> shuffled = b;
+  std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(3));
+  const auto t2 = lb_build_table(shuffled, kDefaultLbTableSize);
+  for (size_t s = 0; s < t1.size(); ++s) {
+    ASSERT_EQ(b[t1[s]].address, shuffled[t2[s]].address);
+    ASSERT_EQ(b[t1[s]].port, shuffled[t2[s]].port);
+  }
+}
+
+TEST(Maglev, removing_one_of_n_backends_moves_about_one_nth_of_the_slots) {
+  for (size_t n : {10, 100}) {
+    auto b = backends(n);
+    const uint32_t m = kDefaultLbTableSize;
+    const auto before = lb_build_table(b, m);
+    auto removed = b;
+    removed.erase(removed.begin() + 3);
+    const auto after = lb_build_table(removed, m);
+    size_t moved = 0;
+    for (uint32_t s = 0; s < m; ++s) {
+      const LbBackend& x = b[before[s]];
+      const LbBackend& y = removed[after[s]];
+      if (!(x.address == y.address && x.port == y.port)) ++moved;
+    }
+    const double frac = double(moved) / m;
+    RecordProperty("moved_fraction_n" + std::to_string(n), std::to_string(frac));
+    std::printf("maglev disruption: n=%zu removed 1 -> %.4f of slots moved (ideal %.4f)\n", n, frac, 1.0 / n);
+    // Slots of the removed backend must move (1/n); Maglev bounds the collateral churn.
+    EXPECT_GE(frac, 1.0 / n * 0.99);
+    EXPECT_LE(frac, 2.0 / n);
+  }
+}
+
+TEST(Maglev, flow_hash_is_stable_across_builds) {
+  // A fixed vector pins the hash definition: two gateways (or a newer build) must agree.
+  const uint32_t h = lb_flow_hash(IpAddr::v4(0xc0000201), IpAddr::v4(0xcb00710a), 0x3930, 0x5000, 6);
+  // CRC32C (Castagnoli) of the 40-byte key with seed 0x6d5a6d5a, computed once and pinned.
+  EXPECT_EQ(h, 0xcbfc0f11u);
+  EXPECT_NE(h, lb_flow_hash(IpAddr::v4(0xc0000201), IpAddr::v4(0xcb00710a), 0x3931, 0x5000, 6));
+}
+
+}  // namespace
+}  // namespace meshgate::dp

@@ -1,0 +1,599 @@
+// Golden packet tests of the worker pipeline: frames in through a net_ring port, frames out,
+// asserting every output field, checksum and counter. Decisions that depend on the flow hash are
+// checked against dp::lb (the same function the dataplane uses), independently rebuilt here.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "dataplane/lb/lb.h"
+#include "tests/support/dp_harness.h"
+#include "tools/pktlib/build.h"
+#include "tools/pktlib/decode.h"
+
+namespace meshgate {
+namespace {
+
+using dp::Drop;
+using pkt::Bytes;
+using test::DataplaneHarness;
+using test::kDemoTopology;
+
+IpAddr A(const char* s) { return *IpAddr::parse(s); }
+MacAddr M(const char* s) { return *MacAddr::parse(s); }
+
+const MacAddr kGw = M("02:00:00:00:00:01");
+const MacAddr kRouter = M("02:00:00:00:00:fe");
+const pkt::EthHdr kToGw{kGw, kRouter};
+constexpr uint64_t kT0 = 1'700'000'000'000'000'000ull;  // ns
+constexpr uint64_t kSec = 1'000'000'000ull;
+
+Bytes tcp_frame(const char* src, uint16_t sport, const char* dst, uint16_t dport, uint8_t flags,
+                uint8_t ttl = 64, const pkt::EthHdr& eth = kToGw, size_t payload = 0) {
+  pkt::IpHdr ip;
+  ip.src = A(src);
+  ip.dst = A(dst);
+  ip.ttl = ttl;
+  pkt::TcpHdr t;
+  t.sport = sport;
+  t.dport = dport;
+  t.flags = flags;
+  t.seq = 1000;
+  return pkt::build_tcp(eth, ip, t, Bytes(payload, 0xab));
+}
+
+Bytes udp_frame(const char* src, uint16_t sport, const char* dst, uint16_t dport,
+                const pkt::EthHdr& eth = kToGw, pkt::Csum csum = pkt::Csum::kValid) {
+  pkt::IpHdr ip;
+  ip.src = A(src);
+  ip.dst = A(dst);
+  pkt::UdpHdr u;
+  u.sport = sport;
+  u.dport = dport;
+  u.csum = csum;
+  return pkt::build_udp(eth, ip, u, Bytes{1, 2, 3, 4, 5});
+}
+
+// The backend the dataplane must pick for a client tuple, from the config alone.
+std::string expected_backend(const ctl::Config& cfg, const char* service, const char* client,
+                             uint16_t cport) {
+  for (const auto& s : cfg.services) {
+    if (s.name != service) continue;
+    std::vector<dp::LbBackend> bs;
+    for (const auto& b : s.backends) bs.push_back({b.address, b.port, b.weight});
+    const uint32_t size = s.table_size ? s.table_size : dp::lb_auto_table_size(bs.size());
+    const auto table = dp::lb_build_table(bs, size);
+    const uint32_t h = dp::lb_flow_hash(A(client), s.vip, htons(cport), htons(s.port),
+                                        uint8_t(s.protocol));
+    const auto& b = s.backends[dp::lb_lookup(table.data(), size, h)];
+    return b.address.str() + ":" + std::to_string(b.port);
+  }
+  return "";
+}
+
+const std::map<std::string, MacAddr> kBackendMac = {
+    {"198.51.100.11", M("02:00:00:00:01:11")}, {"198.51.100.12", M("02:00:00:00:01:12")},
+    {"198.51.100.13", M("02:00:00:00:01:13")}, {"2001:db8:1::11", M("02:00:00:00:01:61")},
+    {"2001:db8:1::12", M("02:00:00:00:01:62")}};
+
+void expect_valid_checksums(const Bytes& f) {
+  const auto r = pkt::verify_checksums(f);
+  EXPECT_NE(r.ipv4, pkt::CsumState::kInvalid);
+  EXPECT_NE(r.l4, pkt::CsumState::kInvalid);
+}
+
+// ---- malformed and unwanted input: one table, one drop reason each -------------------------
+
+struct DropCase {
+  const char* name;
+  Bytes frame;
+  Drop reason;
+};
+
+std::vector<DropCase> drop_cases() {
+  std::vector<DropCase> v;
+  v.push_back({"runt frame", Bytes{1, 2, 3}, Drop::kEthTruncated});
+  {
+    Bytes f = tcp_frame("192.0.2.1", 1000, "203.0.113.10", 80, pkt::kTcpSyn);
+    f[0] = 0x02;
+    f[5] = 0x99;  // unicast to another MAC
+    v.push_back({"unicast to another MAC", f, Drop::kL2NotForUs});
+  }
+  v.push_back({"LLDP ethertype", pkt::eth_frame(kToGw, 0x88cc, Bytes(46, 0)), Drop::kEthertypeUnsupported});
+  v.push_back({"transit to a non-service address",
+               tcp_frame("192.0.2.1", 1000, "203.0.113.99", 80, pkt::kTcpSyn), Drop::kNoService});
+  v.push_back({"TCP to a VIP port without service",
+               tcp_frame("192.0.2.1", 1000, "203.0.113.10", 81, pkt::kTcpSyn), Drop::kNoService});
+  v.push_back({"TTL 1 toward a service", tcp_frame("192.0.2.1", 1000, "203.0.113.10", 80, pkt::kTcpSyn, 1),
+               Drop::kTtlExceeded});
+  v.push_back({"SYN+FIN", tcp_frame("192.0.2.1", 1000, "203.0.113.10", 80, pkt::kTcpSyn | pkt::kTcpFin),
+               Drop::kTcpBadFlags});
+  {
+    pkt::IpHdr ip;
+    ip.src = A("192.0.2.1");
+    ip.dst = A("203.0.113.10");
+    v.push_back({"SCTP to a VIP", pkt::build_ip(kToGw, ip, pkt::kProtoSctp, Bytes(12, 0)),
+                 Drop::kL4Unsupported});
+    ip.mf = true;
+    pkt::UdpHdr u;
+    u.sport = 1000;
+    u.dport = 53;
+    v.push_back({"first fragment toward a service",
+                 pkt::build_ip(kToGw, ip, pkt::kProtoUdp,
+                               pkt::udp_datagram(ip.src, ip.dst, u, Bytes(16, 1))),
+                 Drop::kFragmentUnsupported});
+    ip.mf = false;
+    ip.frag_offset = 2;
+    v.push_back({"later fragment toward a VIP", pkt::build_ip(kToGw, ip, pkt::kProtoUdp, Bytes(16, 1)),
+                 Drop::kFragmentUnsupported});
+    ip.frag_offset = 0;
+    ip.dst = A("198.51.100.1");
+    v.push_back({"UDP to a local address", pkt::build_udp(kToGw, ip, u, Bytes{1}), Drop::kLocalUnhandled});
+    ip.csum = pkt::Csum::kCorrupt;
+    v.push_back({"bad IPv4 header checksum", pkt::build_udp(kToGw, ip, u, Bytes{1}), Drop::kIpv4BadChecksum});
+  }
+  {
+    pkt::IpHdr ip;
+    ip.src = A("192.0.2.1");
+    ip.dst = A("198.51.100.1");
+    pkt::IcmpHdr ic;
+    ic.type = pkt::kIcmpEchoRequest;
+    ic.rest = 0x00010001;
+    ic.csum = pkt::Csum::kCorrupt;
+    v.push_back({"echo request with a bad ICMP checksum", pkt::build_icmp(kToGw, ip, ic, Bytes(8, 7)),
+                 Drop::kIcmpBadChecksum});
+  }
+  {
+    pkt::ArpHdr a;
+    a.op = 1;
+    a.sha = kRouter;
+    a.spa = A("198.51.100.254");
+    a.tpa = A("198.51.100.77");
+    v.push_back({"ARP request for somebody else", pkt::build_arp({pkt::broadcast_mac(), kRouter}, a),
+                 Drop::kArpNotForUs});
+  }
+  return v;
+}
+
+TEST(WorkerDrops, each_unwanted_frame_is_dropped_with_its_reason_and_nothing_is_sent) {
+  for (const auto& c : drop_cases()) {
+    SCOPED_TRACE(c.name);
+    DataplaneHarness h(kDemoTopology);
+    const auto out = h.send(c.frame, kT0);
+    EXPECT_TRUE(out.empty());
+    EXPECT_EQ(h.drops(c.reason), 1u) << "expected " << dp::drop_name(c.reason);
+    EXPECT_EQ(h.drops_total(), 1u);
+    EXPECT_EQ(h.counters().flows_created, 0u);
+    EXPECT_TRUE(h.balanced());
+  }
+}
+
+// ---- DNAT forward and reverse ---------------------------------------------------------------
+
+TEST(WorkerDnat, syn_to_vip_is_translated_to_the_maglev_backend_with_rewritten_l2_and_ttl) {
+  DataplaneHarness h(kDemoTopology);
+  for (int i = 0; i < 50; ++i) {
+    const std::string client = "192.0.2." + std::to_string(1 + i);
+    const uint16_t cport = uint16_t(40000 + i);
+    const auto out = h.send(tcp_frame(client.c_str(), cport, "203.0.113.10", 80, pkt::kTcpSyn), kT0);
+    ASSERT_EQ(out.size(), 1u);
+    const auto d = pkt::decode(out[0]);
+    ASSERT_TRUE(d.ok()) << d.error;
+    const std::string want = expected_backend(h.config(), "web", client.c_str(), cport);
+    EXPECT_EQ(d.dst.str() + ":" + std::to_string(d.dport), want);
+    EXPECT_EQ(d.src.str(), client);
+    EXPECT_EQ(d.sport, cport);
+    EXPECT_EQ(d.ttl, 63);
+    EXPECT_EQ(d.eth_dst, kBackendMac.at(d.dst.str()));
+    EXPECT_EQ(d.eth_src, kGw);
+    EXPECT_EQ(d.tcp_flags, pkt::kTcpSyn);
+    expect_valid_checksums(out[0]);
+  }
+  EXPECT_EQ(h.counters().flows_created, 50u);
+  EXPECT_EQ(h.counters().tx_packets, 50u);
+  EXPECT_TRUE(h.balanced());
+}
+
+TEST(WorkerDnat, reply_from_backend_is_reverse_translated_to_the_vip_toward_the_router) {
+  DataplaneHarness h(kDemoTopology);
+  const auto fwd = h.send(tcp_frame("192.0.2.7", 5555, "203.0.113.10", 80, pkt::kTcpSyn), kT0);
+  ASSERT_EQ(fwd.size(), 1u);
+  const auto f = pkt::decode(fwd[0]);
+  const std::string backend = f.dst.str();
+  const pkt::EthHdr from_backend{kGw, kBackendMac.at(backend)};
+  const auto rep = h.send(tcp_frame(backend.c_str(), 8080, "192.0.2.7", 5555,
+                                    pkt::kTcpSyn | pkt::kTcpAck, 64, from_backend),
+                          kT0 + 1000);
+  ASSERT_EQ(rep.size(), 1u);
+  const auto r = pkt::decode(rep[0]);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.src.str(), "203.0.113.10");
+  EXPECT_EQ(r.sport, 80);
+  EXPECT_EQ(r.dst.str(), "192.0.2.7");
+  EXPECT_EQ(r.dport, 5555);
+  EXPECT_EQ(r.eth_dst, kRouter);  // client is behind the default route
+  EXPECT_EQ(r.ttl, 63);
+  expect_valid_checksums(rep[0]);
+  EXPECT_EQ(h.backend("web", backend + ":8080").packets, 2u);
+  EXPECT_EQ(h.backend("web", backend + ":8080").flows, 1u);
+}
+
+TEST(WorkerDnat, every_packet_of_a_flow_keeps_its_backend_and_fin_close_counts_state) {
+  DataplaneHarness h(kDemoTopology);
+  std::string first;
+  for (uint8_t flags : {pkt::kTcpSyn, pkt::kTcpAck, uint8_t(pkt::kTcpAck | pkt::kTcpPsh),
+                        uint8_t(pkt::kTcpFin | pkt::kTcpAck)}) {
+    const auto out = h.send(tcp_frame("192.0.2.9", 1234, "203.0.113.10", 80, flags), kT0);
+    ASSERT_EQ(out.size(), 1u);
+    const auto d = pkt::decode(out[0]);
+    if (first.empty()) first = d.dst.str();
+    EXPECT_EQ(d.dst.str(), first);
+  }
+  EXPECT_EQ(h.counters().flows_created, 1u);
+  EXPECT_EQ(h.worker().flows().active(), 1u);
+}
+
+TEST(WorkerDnat, reply_in_the_same_burst_as_the_packet_that_creates_the_flow_is_translated) {
+  DataplaneHarness h(kDemoTopology);
+  const std::string backend = expected_backend(h.config(), "web", "192.0.2.8", 6000);
+  const std::string ip = backend.substr(0, backend.find(':'));
+  const pkt::EthHdr from_backend{kGw, kBackendMac.at(ip)};
+  const auto out = h.send({tcp_frame("192.0.2.8", 6000, "203.0.113.10", 80, pkt::kTcpSyn),
+                           tcp_frame(ip.c_str(), 8080, "192.0.2.8", 6000, pkt::kTcpSyn | pkt::kTcpAck,
+                                     64, from_backend)},
+                          kT0);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(pkt::decode(out[0]).dst.str(), ip);
+  EXPECT_EQ(pkt::decode(out[1]).src.str(), "203.0.113.10");
+  EXPECT_EQ(h.drops_total(), 0u);
+}
+
+TEST(WorkerDnat, reply_from_a_backend_without_a_flow_is_not_translated) {
+  DataplaneHarness h(kDemoTopology);
+  const pkt::EthHdr from_backend{kGw, M("02:00:00:00:01:11")};
+  const auto out = h.send(tcp_frame("198.51.100.11", 8080, "192.0.2.7", 5555,
+                                    pkt::kTcpSyn | pkt::kTcpAck, 64, from_backend), kT0);
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(h.drops(Drop::kNoService), 1u);
+}
+
+TEST(WorkerDnat, udp_service_translates_both_directions_and_keeps_valid_udp_checksums) {
+  DataplaneHarness h(kDemoTopology);
+  const auto out = h.send(udp_frame("192.0.2.20", 3333, "203.0.113.10", 53), kT0);
+  ASSERT_EQ(out.size(), 1u);
+  const auto d = pkt::decode(out[0]);
+  EXPECT_EQ(d.dst.str() + ":" + std::to_string(d.dport),
+            expected_backend(h.config(), "dns", "192.0.2.20", 3333));
+  expect_valid_checksums(out[0]);
+  const pkt::EthHdr from_backend{kGw, kBackendMac.at(d.dst.str())};
+  const auto rep = h.send(udp_frame(d.dst.str().c_str(), 5353, "192.0.2.20", 3333, from_backend), kT0 + 1);
+  ASSERT_EQ(rep.size(), 1u);
+  const auto r = pkt::decode(rep[0]);
+  EXPECT_EQ(r.src.str(), "203.0.113.10");
+  EXPECT_EQ(r.sport, 53);
+  expect_valid_checksums(rep[0]);
+}
+
+TEST(WorkerDnat, udp_without_checksum_stays_without_checksum) {
+  DataplaneHarness h(kDemoTopology);
+  const auto out = h.send(udp_frame("192.0.2.21", 3333, "203.0.113.10", 53, kToGw, pkt::Csum::kZero), kT0);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(pkt::verify_checksums(out[0]).l4, pkt::CsumState::kNotChecked);
+  const auto d = pkt::decode(out[0]);
+  EXPECT_EQ(out[0][d.l4_off + 6], 0);
+  EXPECT_EQ(out[0][d.l4_off + 7], 0);
+}
+
+TEST(WorkerDnat, ipv6_service_is_translated_with_valid_tcp_checksum_and_hop_limit) {
+  DataplaneHarness h(kDemoTopology);
+  const auto out = h.send(tcp_frame("2001:db8:2::5", 4444, "2001:db8:100::10", 80, pkt::kTcpSyn), kT0);
+  ASSERT_EQ(out.size(), 1u);
+  const auto d = pkt::decode(out[0]);
+  ASSERT_TRUE(d.ok()) << d.error;
+  EXPECT_EQ(d.dst.str() + ":" + std::to_string(d.dport),
+            expected_backend(h.config(), "web6", "2001:db8:2::5", 4444));
+  EXPECT_EQ(d.ttl, 63);
+  EXPECT_EQ(d.eth_dst, kBackendMac.at(d.dst.str()));
+  expect_valid_checksums(out[0]);
+  const pkt::EthHdr from_backend{kGw, kBackendMac.at(d.dst.str())};
+  const auto rep = h.send(tcp_frame(d.dst.str().c_str(), 8080, "2001:db8:2::5", 4444,
+                                    pkt::kTcpSyn | pkt::kTcpAck, 64, from_backend), kT0 + 1);
+  ASSERT_EQ(rep.size(), 1u);
+  const auto r = pkt::decode(rep[0]);
+  EXPECT_EQ(r.src.str(), "2001:db8:100::10");
+  EXPECT_EQ(r.sport, 80);
+  EXPECT_EQ(r.eth_dst, kRouter);
+  expect_valid_checksums(rep[0]);
+}
+
+TEST(WorkerDnat, backend_choice_spreads_by_weight) {
+  DataplaneHarness h(kDemoTopology, 1 << 14);
+  std::map<std::string, int> hits;
+  for (int i = 0; i < 4000; ++i) {
+    const std::string client = "192.0.2." + std::to_string(1 + i % 250);
+    const auto out = h.send(tcp_frame(client.c_str(), uint16_t(10000 + i), "203.0.113.10", 80, pkt::kTcpSyn), kT0);
+    ASSERT_EQ(out.size(), 1u);
+    hits[pkt::decode(out[0]).dst.str()]++;
+  }
+  // Weights 1:1:2 -> 25% / 25% / 50%, within a few percent for 4000 flows.
+  EXPECT_NEAR(hits["198.51.100.11"] / 4000.0, 0.25, 0.04);
+  EXPECT_NEAR(hits["198.51.100.12"] / 4000.0, 0.25, 0.04);
+  EXPECT_NEAR(hits["198.51.100.13"] / 4000.0, 0.50, 0.04);
+}
+
+TEST(WorkerDnat, flow_keeps_its_backend_when_the_service_changes_and_new_flows_use_the_new_set) {
+  DataplaneHarness h(kDemoTopology);
+  const auto out = h.send(tcp_frame("192.0.2.30", 3000, "203.0.113.10", 80, pkt::kTcpSyn), kT0);
+  const std::string backend = pkt::decode(out[0]).dst.str();
+  // Remove that backend from the service.
+  std::string cfg = kDemoTopology;
+  const std::string block = "  [[service.backend]]\n  address = \"" + backend + "\"\n  port = 8080\n";
+  const auto pos = cfg.find(block);
+  ASSERT_NE(pos, std::string::npos);
+  cfg.erase(pos, block.size() + (backend == "198.51.100.13" ? std::string("  weight = 2\n").size() : 0));
+  h.publish(cfg);
+  const auto again = h.send(tcp_frame("192.0.2.30", 3000, "203.0.113.10", 80, pkt::kTcpAck), kT0 + 1);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(pkt::decode(again[0]).dst.str(), backend);
+  for (int i = 0; i < 200; ++i) {
+    const auto n = h.send(tcp_frame("192.0.2.31", uint16_t(20000 + i), "203.0.113.10", 80, pkt::kTcpSyn), kT0 + 2);
+    ASSERT_EQ(n.size(), 1u);
+    EXPECT_NE(pkt::decode(n[0]).dst.str(), backend);
+  }
+}
+
+TEST(WorkerDnat, udp_flow_expires_after_its_timeout_and_is_counted) {
+  std::string cfg = std::string(kDemoTopology) + "\n[conntrack]\nudp = 5\n";
+  DataplaneHarness h(cfg);
+  ASSERT_EQ(h.send(udp_frame("192.0.2.40", 4000, "203.0.113.10", 53), kT0).size(), 1u);
+  EXPECT_EQ(h.worker().flows().active(), 1u);
+  h.tick(kT0 + 4 * kSec);
+  EXPECT_EQ(h.worker().flows().active(), 1u);
+  for (int i = 0; i < 200; ++i) h.tick(kT0 + 6 * kSec);  // the sweep visits every slot
+  EXPECT_EQ(h.worker().flows().active(), 0u);
+  EXPECT_EQ(h.counters().flows_expired, 1u);
+  ASSERT_EQ(h.send(udp_frame("192.0.2.40", 4000, "203.0.113.10", 53), kT0 + 7 * kSec).size(), 1u);
+  EXPECT_EQ(h.counters().flows_created, 2u);
+}
+
+TEST(WorkerDnat, full_flow_table_still_forwards_statelessly_to_the_same_backend) {
+  DataplaneHarness h(kDemoTopology, 1024);
+  for (int i = 0; i < 1100; ++i) {
+    const std::string client = "192.0.2." + std::to_string(1 + i % 250);
+    const uint16_t cport = uint16_t(30000 + i);
+    const auto out = h.send(tcp_frame(client.c_str(), cport, "203.0.113.10", 80, pkt::kTcpSyn), kT0);
+    ASSERT_EQ(out.size(), 1u);
+    const auto d = pkt::decode(out[0]);
+    EXPECT_EQ(d.dst.str() + ":" + std::to_string(d.dport),
+              expected_backend(h.config(), "web", client.c_str(), cport));
+  }
+  EXPECT_EQ(h.worker().flows().active(), 1024u);
+  EXPECT_EQ(h.drops_total(), 0u);
+}
+
+// ---- local responders -----------------------------------------------------------------------
+
+TEST(WorkerLocal, arp_request_for_a_vip_or_local_address_gets_a_reply) {
+  for (const char* target : {"203.0.113.10", "198.51.100.1"}) {
+    SCOPED_TRACE(target);
+    DataplaneHarness h(kDemoTopology);
+    pkt::ArpHdr a;
+    a.op = 1;
+    a.sha = kRouter;
+    a.spa = A("198.51.100.254");
+    a.tpa = A(target);
+    const auto out = h.send(pkt::build_arp({pkt::broadcast_mac(), kRouter}, a), kT0);
+    ASSERT_EQ(out.size(), 1u);
+    const auto d = pkt::decode(out[0]);
+    ASSERT_EQ(d.l3, pkt::L3Kind::kArp);
+    EXPECT_EQ(d.arp_op, 2);
+    EXPECT_EQ(d.arp_sha, kGw);
+    EXPECT_EQ(d.arp_spa.str(), target);
+    EXPECT_EQ(d.arp_tha, kRouter);
+    EXPECT_EQ(d.arp_tpa.str(), "198.51.100.254");
+    EXPECT_EQ(d.eth_dst, kRouter);
+    EXPECT_EQ(d.eth_src, kGw);
+    EXPECT_EQ(h.counters().arp_replies, 1u);
+  }
+}
+
+TEST(WorkerLocal, neighbor_solicitation_for_a_vip_gets_a_valid_advertisement) {
+  DataplaneHarness h(kDemoTopology);
+  const IpAddr target = A("2001:db8:100::10");
+  const IpAddr src = A("2001:db8:1::fe");
+  const auto ns = pkt::build_ndp_ns({pkt::ipv6_multicast_mac(pkt::solicited_node(target)), kRouter},
+                                    pkt::ndp_ip_hdr(src, pkt::solicited_node(target)), target, kRouter);
+  const auto out = h.send(ns, kT0);
+  ASSERT_EQ(out.size(), 1u);
+  const auto d = pkt::decode(out[0]);
+  ASSERT_TRUE(d.ok()) << d.error;
+  EXPECT_EQ(d.icmp_type, pkt::kIcmp6NeighborAdvert);
+  EXPECT_EQ(d.src, target);
+  EXPECT_EQ(d.dst, src);
+  EXPECT_EQ(d.ttl, 255);
+  EXPECT_EQ(d.nd_target, target);
+  EXPECT_TRUE(d.nd_has_lladdr);
+  EXPECT_EQ(d.nd_lladdr, kGw);
+  EXPECT_EQ(d.na_flags, pkt::kNaSolicited | pkt::kNaOverride);
+  EXPECT_EQ(d.eth_dst, kRouter);
+  expect_valid_checksums(out[0]);
+}
+
+TEST(WorkerLocal, neighbor_solicitation_with_wrong_hop_limit_is_invalid) {
+  DataplaneHarness h(kDemoTopology);
+  const IpAddr target = A("2001:db8:1::1");
+  auto ip = pkt::ndp_ip_hdr(A("2001:db8:1::fe"), pkt::solicited_node(target));
+  ip.ttl = 64;
+  h.send(pkt::build_ndp_ns({pkt::ipv6_multicast_mac(pkt::solicited_node(target)), kRouter}, ip, target, kRouter), kT0);
+  EXPECT_EQ(h.drops(Drop::kNdpInvalid), 1u);
+}
+
+TEST(WorkerLocal, echo_requests_to_vip_and_local_address_are_answered_in_both_families) {
+  struct Case {
+    const char* src;
+    const char* dst;
+  } cases[] = {{"192.0.2.50", "203.0.113.10"}, {"192.0.2.50", "198.51.100.1"},
+               {"2001:db8:2::50", "2001:db8:100::10"}, {"2001:db8:2::50", "2001:db8:1::1"}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.dst);
+    DataplaneHarness h(kDemoTopology);
+    pkt::IpHdr ip;
+    ip.src = A(c.src);
+    ip.dst = A(c.dst);
+    ip.ttl = 5;
+    const auto out = h.send(pkt::build_icmp_echo(kToGw, ip, false, 0x1234, 7, Bytes(56, 0x5a)), kT0);
+    ASSERT_EQ(out.size(), 1u);
+    const auto d = pkt::decode(out[0]);
+    ASSERT_TRUE(d.ok()) << d.error;
+    EXPECT_EQ(d.src.str(), c.dst);
+    EXPECT_EQ(d.dst.str(), c.src);
+    EXPECT_EQ(d.icmp_type, ip.src.is_v4() ? pkt::kIcmpEchoReply : pkt::kIcmp6EchoReply);
+    EXPECT_EQ(d.icmp_id, 0x1234);
+    EXPECT_EQ(d.icmp_seq, 7);
+    EXPECT_EQ(d.ttl, 64);
+    EXPECT_EQ(d.eth_dst, kRouter);
+    EXPECT_EQ(d.payload_len, 56u);
+    expect_valid_checksums(out[0]);
+  }
+}
+
+// ---- neighbor resolution --------------------------------------------------------------------
+
+constexpr const char* kUnresolvedTopology = R"(
+[[port]]
+name = "net0"
+device = "net_ring0"
+mac = "02:00:00:00:00:01"
+addresses = ["198.51.100.1/24", "2001:db8:1::1/64"]
+[[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+[[service]]
+name = "web6"
+vip = "2001:db8:100::10"
+port = 80
+  [[service.backend]]
+  address = "2001:db8:1::11"
+  port = 8080
+)";
+
+TEST(WorkerNeighbor, unresolved_backend_triggers_one_arp_request_and_the_reply_releases_the_packet) {
+  DataplaneHarness h(kUnresolvedTopology);
+  const pkt::EthHdr from_client{kGw, M("02:00:00:00:00:c1")};
+  auto out = h.send(tcp_frame("198.51.100.50", 1000, "203.0.113.10", 80, pkt::kTcpSyn, 64, from_client), kT0);
+  ASSERT_EQ(out.size(), 1u);
+  auto req = pkt::decode(out[0]);
+  ASSERT_EQ(req.l3, pkt::L3Kind::kArp);
+  EXPECT_EQ(req.arp_op, 1);
+  EXPECT_EQ(req.eth_dst, pkt::broadcast_mac());
+  EXPECT_EQ(req.arp_spa.str(), "198.51.100.1");
+  EXPECT_EQ(req.arp_tpa.str(), "198.51.100.11");
+  EXPECT_EQ(h.counters().pending_now, 1u);
+  // A second packet to the same next hop waits without a second request (rate limit).
+  out = h.send(tcp_frame("198.51.100.50", 1001, "203.0.113.10", 80, pkt::kTcpSyn, 64, from_client), kT0 + 1000);
+  EXPECT_TRUE(out.empty());
+  pkt::ArpHdr a;
+  a.op = 2;
+  a.sha = M("02:00:00:00:01:11");
+  a.spa = A("198.51.100.11");
+  a.tha = kGw;
+  a.tpa = A("198.51.100.1");
+  out = h.send(pkt::build_arp({kGw, a.sha}, a), kT0 + 2000);
+  ASSERT_EQ(out.size(), 2u);
+  for (const auto& f : out) {
+    const auto d = pkt::decode(f);
+    EXPECT_EQ(d.eth_dst, a.sha);
+    EXPECT_EQ(d.dst.str(), "198.51.100.11");
+  }
+  EXPECT_EQ(pkt::decode(out[0]).sport, 1000);  // order kept
+  EXPECT_EQ(h.counters().consumed, 1u);
+  EXPECT_EQ(h.counters().generated, 1u);
+  EXPECT_TRUE(h.balanced());
+}
+
+TEST(WorkerNeighbor, unresolved_ipv6_backend_triggers_a_neighbor_solicitation) {
+  DataplaneHarness h(kUnresolvedTopology);
+  const pkt::EthHdr from_client{kGw, M("02:00:00:00:00:c1")};
+  const auto out = h.send(tcp_frame("2001:db8:1::50", 1000, "2001:db8:100::10", 80, pkt::kTcpSyn, 64, from_client), kT0);
+  ASSERT_EQ(out.size(), 1u);
+  const auto d = pkt::decode(out[0]);
+  ASSERT_TRUE(d.ok()) << d.error;
+  EXPECT_EQ(d.icmp_type, pkt::kIcmp6NeighborSolicit);
+  EXPECT_EQ(d.dst, pkt::solicited_node(A("2001:db8:1::11")));
+  EXPECT_EQ(d.eth_dst, pkt::ipv6_multicast_mac(d.dst));
+  EXPECT_EQ(d.nd_target.str(), "2001:db8:1::11");
+  EXPECT_EQ(d.nd_lladdr, kGw);
+  EXPECT_EQ(d.ttl, 255);
+  expect_valid_checksums(out[0]);
+  // The advertisement releases the packet.
+  const auto na = pkt::build_ndp_na({kGw, M("02:00:00:00:01:61")},
+                                    pkt::ndp_ip_hdr(A("2001:db8:1::11"), A("2001:db8:1::1")),
+                                    A("2001:db8:1::11"), pkt::kNaSolicited | pkt::kNaOverride,
+                                    M("02:00:00:00:01:61"));
+  const auto rel = h.send(na, kT0 + 1000);
+  ASSERT_EQ(rel.size(), 1u);
+  EXPECT_EQ(pkt::decode(rel[0]).eth_dst, M("02:00:00:00:01:61"));
+}
+
+TEST(WorkerNeighbor, packets_waiting_for_a_silent_neighbor_time_out_and_requests_repeat_each_second) {
+  DataplaneHarness h(kUnresolvedTopology);
+  const pkt::EthHdr from_client{kGw, M("02:00:00:00:00:c1")};
+  h.send(tcp_frame("198.51.100.50", 1000, "203.0.113.10", 80, pkt::kTcpSyn, 64, from_client), kT0);
+  EXPECT_EQ(h.tick(kT0 + kSec / 2).size(), 0u);
+  EXPECT_EQ(h.tick(kT0 + kSec + 1).size(), 1u);  // second ARP request
+  h.tick(kT0 + 3 * kSec + 1);
+  EXPECT_EQ(h.drops(Drop::kNeighborUnresolved), 1u);
+  EXPECT_EQ(h.counters().pending_now, 0u);
+  EXPECT_EQ(h.counters().arp_requests, 3u);
+  EXPECT_TRUE(h.balanced());
+}
+
+TEST(WorkerNeighbor, a_full_pending_queue_drops_the_newest_packets) {
+  DataplaneHarness h(kUnresolvedTopology);
+  const pkt::EthHdr from_client{kGw, M("02:00:00:00:00:c1")};
+  std::vector<Bytes> burst;
+  for (int round = 0; round < 10; ++round) {
+    burst.clear();
+    for (int i = 0; i < 30; ++i) {
+      burst.push_back(tcp_frame("198.51.100.50", uint16_t(1000 + round * 30 + i), "203.0.113.10", 80, pkt::kTcpSyn, 64, from_client));
+    }
+    h.send(burst, kT0);
+  }
+  EXPECT_EQ(h.counters().pending_now, dp::PendingQueue::kCapacity);
+  EXPECT_EQ(h.drops(Drop::kNeighborQueueFull), 300u - dp::PendingQueue::kCapacity);
+  h.finish();
+  EXPECT_EQ(h.drops(Drop::kNeighborUnresolved), dp::PendingQueue::kCapacity);
+  EXPECT_TRUE(h.balanced());
+}
+
+TEST(WorkerRoute, packet_without_a_route_is_dropped_no_route) {
+  DataplaneHarness h(kUnresolvedTopology);  // no default route
+  h.send(tcp_frame("192.0.2.1", 1000, "203.0.113.10", 80, pkt::kTcpSyn), kT0);
+  // The backend is on-link, so the forward direction works; the reply toward 192.0.2.1 has no
+  // route.
+  const pkt::EthHdr from_backend{kGw, M("02:00:00:00:01:11")};
+  pkt::ArpHdr a;
+  a.op = 2;
+  a.sha = M("02:00:00:00:01:11");
+  a.spa = A("198.51.100.11");
+  a.tpa = A("198.51.100.1");
+  h.send(pkt::build_arp({kGw, a.sha}, a), kT0 + 1);
+  h.send(tcp_frame("198.51.100.11", 8080, "192.0.2.1", 1000, pkt::kTcpSyn | pkt::kTcpAck, 64, from_backend), kT0 + 2);
+  EXPECT_EQ(h.drops(Drop::kNoRoute), 1u);
+}
+
+TEST(WorkerRoute, packet_larger_than_the_egress_mtu_is_dropped) {
+  std::string cfg = kDemoTopology;
+  cfg.replace(cfg.find("addresses = [\"198.51.100.1/24\""), 0, "mtu = 1280\n");
+  DataplaneHarness h(cfg);
+  const auto out = h.send(tcp_frame("192.0.2.1", 1000, "203.0.113.10", 80, pkt::kTcpAck, 64, kToGw, 1400), kT0);
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(h.drops(Drop::kMtuExceeded), 1u);
+}
+
+}  // namespace
+}  // namespace meshgate
