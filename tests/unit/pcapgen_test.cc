@@ -350,6 +350,22 @@ TEST(MalformedTable, every_kind_has_exactly_its_fault) {
   }
 }
 
+TEST(MalformedTable, dataplane_parser_reports_the_same_fault) {
+  const pkt::MalformedContext c = test_context();
+  for (const auto& k : pkt::malformed_kinds()) {
+    SCOPED_TRACE(k.name);
+    const Bytes f = k.build(c);
+    dp::PacketMeta meta;
+    const dp::Drop got = dp::parse_packet(f.data(), uint32_t(f.size()), &meta, true);
+    // The parser does not look at MACs and leaves forwarding decisions to later stages.
+    if (kDecisionKinds.count(k.name)) {
+      EXPECT_EQ(got, dp::Drop::kNone) << dp::drop_name(got);
+    } else {
+      EXPECT_STREQ(dp::drop_name(got), k.name);
+    }
+  }
+}
+
 TEST(MalformedTable, needs_are_reported) {
   pkt::MalformedContext c = test_context();
   c.service6.reset();
