@@ -142,6 +142,14 @@ std::string endpoint_str(const IpAddr& a, uint16_t port) {
                    : "[" + a.str() + "]:" + std::to_string(port);
 }
 
+std::string needs_text(uint8_t needs) {
+  if (needs & pkt::kNeedService4) return "an IPv4 service";
+  if (needs & pkt::kNeedLocal4) return "a local IPv4 address";
+  if (needs & pkt::kNeedLocal6) return "a local IPv6 address";
+  if (needs & pkt::kNeedDst6) return "an IPv6 service or local IPv6 address";
+  return "an IPv4 service or local IPv4 address";
+}
+
 size_t headers_len(bool v4, uint8_t proto, bool vlan) {
   const size_t l4 = proto == pkt::kProtoTcp ? 20 : 8;
   return pkt::kEthHeaderLen + (vlan ? pkt::kVlanTagLen : 0) + (v4 ? 20 : 40) + l4;
@@ -160,6 +168,7 @@ class Generator {
  private:
   ctl::Result<bool> resolve_world();
   ctl::Result<bool> plan_classes();
+  ctl::Result<bool> choose_kinds(ClassPlan& p);
   ctl::Result<bool> scale(uint64_t want);
   ctl::Result<bool> expand_flows();
   ctl::Result<bool> check_transit() const;
@@ -268,15 +277,7 @@ ctl::Result<bool> Generator::plan_classes() {
     p.flows = c.flows;
     p.count = c.count;
     const std::string where = "class \"" + c.name + "\": ";
-    if (c.type == ClassType::kMalformed) {
-      for (const auto& r : c.reasons) {
-        if (r == "all") {
-          for (const auto& k : pkt::malformed_kinds()) p.kinds.push_back(&k);
-        } else {
-          p.kinds.push_back(pkt::find_malformed(r));
-        }
-      }
-    } else {
+    if (c.type != ClassType::kMalformed) {
       const uint8_t proto = c.type == ClassType::kTcp   ? pkt::kProtoTcp
                             : c.type == ClassType::kUdp ? pkt::kProtoUdp
                                                         : 0;
@@ -288,7 +289,8 @@ ctl::Result<bool> Generator::plan_classes() {
           if (!named && t != "all") continue;
           if (proto && s.proto != proto) {
             if (named) {
-              return ctl::Error{where + "service \"" + t + "\" is not " +
+              return ctl::Error{where + "service \"" + t + "\" is " +
+                                (s.proto == pkt::kProtoTcp ? "tcp" : "udp") + ", not " +
                                 class_type_name(c.type)};
             }
             continue;
@@ -325,13 +327,15 @@ ctl::Result<bool> Generator::plan_classes() {
       }
     }
     // Client frames arrive from the router that the gateway routes the clients through.
-    bool need4 = c.type == ClassType::kMalformed, need6 = false;
-    for (const auto& t : p.targets) (t.addr.is_v4() ? need4 : need6) = true;
-    for (const auto* k : p.kinds) {
-      if (k->needs & (pkt::kNeedDst6 | pkt::kNeedLocal6)) need6 = true;
-    }
     p.router_mac4 = router_mac_for(c.clients4, &p.router4);
     p.router_mac6 = router_mac_for(c.clients6, nullptr);
+    if (c.type == ClassType::kMalformed) {
+      if (auto r = choose_kinds(p); !r) return r.error();
+      plans_.push_back(std::move(p));
+      continue;
+    }
+    bool need4 = false, need6 = false;
+    for (const auto& t : p.targets) (t.addr.is_v4() ? need4 : need6) = true;
     if (need4 && !p.router_mac4) {
       return ctl::Error{where + "no route with a [[neighbor]] next hop covers client_prefix " +
                         c.clients4.str() + ", so the clients' router MAC is unknown"};
@@ -341,6 +345,49 @@ ctl::Result<bool> Generator::plan_classes() {
                         c.clients6.str() + ", so the clients' router MAC is unknown"};
     }
     plans_.push_back(std::move(p));
+  }
+  return true;
+}
+
+// The malformation kinds of a class: the named ones, or with "all" every kind this config can
+// express (the others are left out with a warning; naming one is an error).
+ctl::Result<bool> Generator::choose_kinds(ClassPlan& p) {
+  const TrafficClass& c = *p.cls;
+  pkt::MalformedContext probe;
+  for (const auto& s : services_) {
+    (s.cfg->vip.is_v4() ? probe.service4 : probe.service6) =
+        pkt::Endpoint{s.cfg->vip, s.cfg->port};
+  }
+  if (!local4_.empty()) probe.local4 = local4_.front();
+  if (!local6_.empty()) probe.local6 = local6_.front();
+  const bool all = std::find(c.reasons.begin(), c.reasons.end(), "all") != c.reasons.end();
+  std::vector<const pkt::MalformedKind*> wanted;
+  for (const auto& r : c.reasons) {
+    if (r == "all") {
+      for (const auto& k : pkt::malformed_kinds()) wanted.push_back(&k);
+    } else {
+      wanted.push_back(pkt::find_malformed(r));
+    }
+  }
+  for (const auto* k : wanted) {
+    if (std::find(p.kinds.begin(), p.kinds.end(), k) != p.kinds.end()) continue;
+    const bool v6 = k->needs & (pkt::kNeedDst6 | pkt::kNeedLocal6);
+    std::string missing;
+    if (!pkt::malformed_possible(*k, probe)) {
+      missing = needs_text(k->needs);
+    } else if (!(v6 ? p.router_mac6 : p.router_mac4)) {
+      missing = std::string("a route with a [[neighbor]] next hop covering ") +
+                (v6 ? c.clients6.str() : c.clients4.str());
+    }
+    if (missing.empty()) {
+      p.kinds.push_back(k);
+    } else if (all) {
+      warnings_.push_back("class \"" + c.name + "\": left out " + k->name + ": it needs " +
+                          missing);
+    } else {
+      return ctl::Error{"class \"" + c.name + "\": " + k->name + " needs " + missing +
+                        " in the config"};
+    }
   }
   return true;
 }
@@ -789,33 +836,6 @@ ctl::Result<Generated> Generator::run() {
   rng_ = Rng(flow_seed(seed_, ~0ull));
   if (auto r = resolve_world(); !r) return r.error();
   if (auto r = plan_classes(); !r) return r.error();
-  for (auto& p : plans_) {
-    // "all" takes the kinds this config can express; a named kind it cannot is an error.
-    std::vector<const pkt::MalformedKind*> kept;
-    pkt::MalformedContext probe;
-    if (!local4_.empty()) probe.local4 = local4_.front();
-    if (!local6_.empty()) probe.local6 = local6_.front();
-    for (const auto& s : services_) {
-      if (s.cfg->vip.is_v4()) probe.service4 = pkt::Endpoint{s.cfg->vip, s.cfg->port};
-      else probe.service6 = pkt::Endpoint{s.cfg->vip, s.cfg->port};
-    }
-    const bool any = std::find(p.cls->reasons.begin(), p.cls->reasons.end(), "all") !=
-                     p.cls->reasons.end();
-    for (const auto* k : p.kinds) {
-      if (std::find(kept.begin(), kept.end(), k) != kept.end()) continue;
-      if (pkt::malformed_possible(*k, probe)) {
-        kept.push_back(k);
-      } else if (any) {
-        warnings_.push_back(std::string("class \"") + p.cls->name + "\": left out " + k->name +
-                            ": the config lacks what it needs (an IPv6 service or address, "
-                            "an IPv4 service or a local address)");
-      } else {
-        return ctl::Error{std::string("class \"") + p.cls->name + "\": malformation " + k->name +
-                          " needs a service or local address of a family the config lacks"};
-      }
-    }
-    p.kinds = std::move(kept);
-  }
   for (const auto& k : pkt::malformed_kinds()) malformed_counts_.emplace_back(k.name, 0);
   const uint64_t want = options_.packets.value_or(profile_.packets);
   if (want) {

@@ -32,10 +32,15 @@ int main(int argc, char** argv) {
                                      "total packets: scales the profile's flows to reach N");
   auto* seed_opt = app.add_option("--seed", seed, "random seed (overrides the profile's)");
   auto* rate_opt = app.add_option("--rate", rate, "packets per second for the timestamps")
-                       ->check(CLI::PositiveNumber);
+                       ->check(CLI::Range(uint64_t{1}, uint64_t{1000000000}));
   app.add_flag("--list-malformed", list_malformed,
                "print the malformation classes (drop reason names) and exit");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help exits 0; every other parse error is a usage error.
+    return app.exit(e) == 0 ? 0 : kExitUsage;
+  }
 
   if (list_malformed) {
     for (const auto& k : pkt::malformed_kinds()) std::printf("%-24s %s\n", k.name, k.fault);

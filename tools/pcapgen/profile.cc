@@ -18,10 +18,12 @@ class Reader {
   explicit Reader(std::string name) : name_(std::move(name)) {}
 
   void error(const toml::node* at, const std::string& key, const std::string& msg) {
+    error(at ? &at->source() : nullptr, key, msg);
+  }
+  void error(const toml::source_region* at, const std::string& key, const std::string& msg) {
     std::string s = name_;
-    if (at && at->source().begin) {
-      s += ":" + std::to_string(at->source().begin.line) + ":" +
-           std::to_string(at->source().begin.column);
+    if (at && at->begin) {
+      s += ":" + std::to_string(at->begin.line) + ":" + std::to_string(at->begin.column);
     }
     errors_ += s + ": " + key + ": " + msg + "\n";
   }
@@ -32,9 +34,10 @@ class Reader {
   void check_keys(const toml::table& t, const std::string& where,
                   std::initializer_list<std::string_view> allowed) {
     for (const auto& [k, v] : t) {
+      (void)v;
       bool known = false;
       for (auto a : allowed) known |= k.str() == a;
-      if (!known) error(&v, where + std::string(k.str()), "unknown key");
+      if (!known) error(&k.source(), where + std::string(k.str()), "unknown key");
     }
   }
 
