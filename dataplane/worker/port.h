@@ -19,8 +19,6 @@ struct PortRuntime {
   MacAddr mac;
   uint16_t mtu = 1500;
   std::vector<IpPrefix> addresses;
-  // Offloads the worker may request per packet (enabled at port configuration).
-  bool tx_ipv4_csum = false;
   // RSS as programmed, so software Toeplitz can predict the queue of a reply (port selection).
   uint64_t rss_hf = 0;
   std::vector<uint8_t> rss_key;
