@@ -61,6 +61,7 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<dp::Po
 
   // Services and their Maglev tables.
   std::vector<dp::ServiceKey> keys;
+  std::vector<dp::BackendKey> backend_keys;
   for (const ServiceConfig& sc : cfg.services) {
     dp::SnapService s;
     s.vip = sc.vip;
@@ -78,6 +79,7 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<dp::Po
       b.weight = bc.weight;
       b.stat_id = stats.id_for(sc.name, endpoint_str(bc.address, bc.port));
       snap->backends.push_back(b);
+      backend_keys.push_back(dp::BackendKey{b.address, b.port_be, s.proto});
       lb.push_back(dp::LbBackend{bc.address, bc.port, bc.weight});
     }
     const uint32_t size = sc.table_size ? sc.table_size : dp::lb_auto_table_size(lb.size());
@@ -94,6 +96,7 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<dp::Po
     snap->services.push_back(std::move(s));
   }
   snap->service_index.build(keys);
+  snap->backend_index.build(backend_keys);
   snap->vip_index.build(snap->vips);
 
   // Local addresses and connected routes.

@@ -53,6 +53,7 @@ StatsTotals sum_counters(const std::vector<const dp::Worker*>& workers) {
     t.flows_created += counter_read(c.flows_created);
     t.flows_expired += counter_read(c.flows_expired);
     t.flows_active += counter_read(c.flows_active);
+    t.stateless_packets += counter_read(c.stateless_packets);
     t.arp_replies += counter_read(c.arp_replies);
     t.nd_adverts += counter_read(c.nd_adverts);
     t.echo_replies += counter_read(c.echo_replies);
@@ -85,6 +86,7 @@ nlohmann::json stats_json(const std::vector<const dp::Worker*>& workers,
   j["flows_created"] = t.flows_created;
   j["flows_expired"] = t.flows_expired;
   j["flows_active"] = t.flows_active;
+  j["stateless_packets"] = t.stateless_packets;
   j["arp_replies"] = t.arp_replies;
   j["nd_adverts"] = t.nd_adverts;
   j["echo_replies"] = t.echo_replies;
@@ -163,6 +165,10 @@ std::string summary_text(const std::vector<const dp::Worker*>& workers,
   add("  flows created     %12" PRIu64 "\n", t.flows_created);
   add("  flows expired     %12" PRIu64 "\n", t.flows_expired);
   add("  flows active      %12" PRIu64 "\n", t.flows_active);
+  if (t.stateless_packets) {
+    add("  stateless         %12" PRIu64 "  (forwarded without a flow entry: table full)\n",
+        t.stateless_packets);
+  }
   if (snap && !snap->services.empty()) {
     add("  services\n");
     for (const dp::SnapService& sv : snap->services) {

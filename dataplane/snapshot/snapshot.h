@@ -92,6 +92,17 @@ struct ServiceKey {
 };
 static_assert(sizeof(ServiceKey) == 24, "ServiceKey must be padding-free");
 
+// A backend endpoint as it appears as the source of replies. Padding-free (hashed as bytes).
+struct BackendKey {
+  IpAddr address;
+  uint16_t port_be = 0;
+  uint8_t proto = 0;
+  uint8_t pad0 = 0;
+  uint32_t pad1 = 0;
+  friend bool operator==(const BackendKey&, const BackendKey&) = default;
+};
+static_assert(sizeof(BackendKey) == 24, "BackendKey must be padding-free");
+
 struct StaticNeighbor {
   IpAddr address;
   MacAddr mac;
@@ -104,6 +115,7 @@ struct Snapshot {
   std::vector<SnapBackend> backends;
   std::vector<uint32_t> lb_slots;  // all services' lookup tables, back to back
   FlatIndex<ServiceKey> service_index;
+  FlatIndex<BackendKey> backend_index;  // every service backend, by (address, port, proto)
   std::vector<IpAddr> vips;        // distinct VIP addresses (answer ARP/NDP/echo)
   FlatIndex<IpAddr> vip_index;
   std::vector<IpAddr> local_addresses;  // every port address
@@ -120,6 +132,9 @@ struct Snapshot {
     return i < 0 ? nullptr : &services[uint32_t(i)];
   }
   bool is_vip(const IpAddr& a) const { return vip_index.find(a) >= 0; }
+  bool is_backend(const IpAddr& a, uint16_t port_be, uint8_t proto) const {
+    return backend_index.find(BackendKey{a, port_be, proto}) >= 0;
+  }
   // Port index owning local address `a`, or -1.
   int32_t local_port(const IpAddr& a) const {
     const int32_t i = local_index.find(a);

@@ -258,7 +258,8 @@ void Worker::stage_lookup(rte_mbuf** pkts, uint16_t n) {
       next_[i] = kNextLocal;
     } else {
       next_[i] = kNextDrop;
-      drop_[i] = Drop::kNoService;
+      drop_[i] = m.has_l4() && snap_->is_backend(m.src, m.sport, m.l4_proto) ? Drop::kReplyNoFlow
+                                                                               : Drop::kNoService;
     }
   }
 }
@@ -509,8 +510,12 @@ void Worker::stage_service(rte_mbuf** pkts, uint16_t n) {
     // Table full: the packet still goes to the backend Maglev picks, the one it would have had
     // (stateless forwarding, like Katran).
     f = flows_.insert(t, be.address, be.port_be, stat_id, now_ms);
-    counter_add(backend_counters_[stat_id].flows, 1);
-    counter_add(counters_.flows_created, 1);
+    if (f) {
+      counter_add(backend_counters_[stat_id].flows, 1);
+      counter_add(counters_.flows_created, 1);
+    } else {
+      counter_add(counters_.stateless_packets, 1);
+    }
     forward(pkts[i], i, f, be.address, be.port_be, stat_id);
   }
 }

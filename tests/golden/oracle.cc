@@ -399,7 +399,15 @@ Expectation Oracle::next(const pkt::Bytes& frame) {
     ++totals_.echo_replies;
     return finish(e);
   }
-  drop(e, "no_service");
+  // Transit with no service and no flow; from a backend's address:port it is an untracked reply.
+  bool from_backend = false;
+  if (d.has_l4 && (d.l4_proto == pkt::kProtoTcp || d.l4_proto == pkt::kProtoUdp)) {
+    for (const auto& s : cfg_.services) {
+      if (uint8_t(s.protocol) != d.l4_proto) continue;
+      for (const auto& b : s.backends) from_backend |= b.address == d.src && b.port == d.sport;
+    }
+  }
+  drop(e, from_backend ? "reply_no_flow" : "no_service");
   return finish(e);
 }
 

@@ -356,7 +356,7 @@ std::vector<Row> hand_rows() {
   v.push_back({"reply from a backend without a flow",
                tcp("198.51.100.11", 8080, "192.0.2.62", 41000, pkt::kTcpSyn | pkt::kTcpAck, 64, 0,
                    {kGw, kBackend11}),
-               Verdict::kDrop, "no_service"});
+               Verdict::kDrop, "reply_no_flow"});
   v.push_back({"SYN to web6 with hop limit 1",
                tcp("2001:db8:2::61", 41000, "2001:db8:100::10", 80, pkt::kTcpSyn, 1), Verdict::kDrop,
                "ttl_exceeded"});
