@@ -137,11 +137,41 @@ Flow* FlowTable::lookup(const Tuple& t, uint32_t h, uint32_t now_ms, FlowDir* di
 }
 
 bool FlowTable::link(uint32_t h, uint32_t ref) {
+  // "Power of two choices": the less loaded of the two candidate buckets keeps the fullest
+  // bucket near log log n, so inserts do not fail long before the pool is full (first-fit
+  // did, at a third of the slots).
   const uint32_t b[2] = {h & bucket_mask_, alt_bucket(h) & bucket_mask_};
+  int free_slot[2] = {-1, -1};
+  uint32_t free_count[2] = {0, 0};
   for (uint32_t k = 0; k < 2; ++k) {
-    Bucket& bk = buckets_[b[k]];
+    const Bucket& bk = buckets_[b[k]];
     for (uint32_t j = 0; j < kBucketEntries; ++j) {
       if (bk.ref[j] == kEmpty) {
+        ++free_count[k];
+        if (free_slot[k] < 0) free_slot[k] = int(j);
+      }
+    }
+  }
+  const uint32_t k = free_count[1] > free_count[0] ? 1 : 0;
+  if (free_count[k]) {
+    buckets_[b[k]].sig[free_slot[k]] = h;
+    buckets_[b[k]].ref[free_slot[k]] = ref;
+    return true;
+  }
+  // Both full: move one resident to its other bucket (one cuckoo step). A resident's two
+  // buckets follow from its signature, which is the full hash.
+  for (uint32_t k2 = 0; k2 < 2; ++k2) {
+    Bucket& bk = buckets_[b[k2]];
+    for (uint32_t j = 0; j < kBucketEntries; ++j) {
+      const uint32_t sig = bk.sig[j];
+      const uint32_t primary = sig & bucket_mask_;
+      const uint32_t other = primary == b[k2] ? alt_bucket(sig) & bucket_mask_ : primary;
+      if (other == b[k2]) continue;
+      Bucket& ob = buckets_[other];
+      for (uint32_t e = 0; e < kBucketEntries; ++e) {
+        if (ob.ref[e] != kEmpty) continue;
+        ob.sig[e] = sig;
+        ob.ref[e] = bk.ref[j];
         bk.sig[j] = h;
         bk.ref[j] = ref;
         return true;
