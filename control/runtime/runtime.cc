@@ -169,7 +169,7 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
       rc = kExitRuntime;
       break;
     }
-    auto snap = build_snapshot(cfg, ports, registry, 1);
+    auto snap = build_snapshot(cfg, services_from_config(cfg), ports, registry, 1);
     if (!snap) {
       log(LogLevel::kError, "snapshot_failed", "error=\"%s\"", snap.error().message.c_str());
       rc = kExitRuntime;

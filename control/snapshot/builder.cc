@@ -54,7 +54,8 @@ std::string endpoint_str(const IpAddr& a, uint16_t port) {
                    : "[" + a.str() + "]:" + std::to_string(port);
 }
 
-Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<dp::PortRuntime>& ports,
+Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<ServiceSpec>& services,
+                                     const std::vector<dp::PortRuntime>& ports,
                                      StatRegistry& stats, uint64_t version) {
   auto snap = std::make_unique<dp::Snapshot>();
   snap->version = version;
@@ -62,7 +63,7 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<dp::Po
   // Services and their Maglev tables.
   std::vector<dp::ServiceKey> keys;
   std::vector<dp::BackendKey> backend_keys;
-  for (const ServiceConfig& sc : cfg.services) {
+  for (const ServiceSpec& sc : services) {
     dp::SnapService s;
     s.vip = sc.vip;
     s.port_be = htons(sc.port);
@@ -70,17 +71,18 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<dp::Po
     s.mode = to_dp(sc.mode);
     s.name = sc.name;
     s.first_backend = uint32_t(snap->backends.size());
-    s.n_backends = uint32_t(sc.backends.size());
+    s.n_backends = uint32_t(sc.endpoints.size());
     std::vector<dp::LbBackend> lb;
-    for (const BackendConfig& bc : sc.backends) {
+    for (const EndpointSpec& bc : sc.endpoints) {
       dp::SnapBackend b;
       b.address = bc.address;
       b.port_be = htons(bc.port);
-      b.weight = bc.weight;
+      // Unhealthy endpoints keep their counters and flows but take no new flows.
+      b.weight = bc.healthy ? bc.weight : 0;
       b.stat_id = stats.id_for(sc.name, endpoint_str(bc.address, bc.port));
       snap->backends.push_back(b);
       backend_keys.push_back(dp::BackendKey{b.address, b.port_be, s.proto});
-      lb.push_back(dp::LbBackend{bc.address, bc.port, bc.weight});
+      lb.push_back(dp::LbBackend{bc.address, bc.port, b.weight});
     }
     const uint32_t size = sc.table_size ? sc.table_size : dp::lb_auto_table_size(lb.size());
     auto table = dp::lb_build_table(lb, size);

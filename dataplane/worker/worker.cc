@@ -13,6 +13,8 @@
 #include <rte_ring.h>
 #include <rte_ring_elem.h>
 
+#include <arpa/inet.h>
+
 #include <new>
 
 #include "dataplane/lb/lb.h"
@@ -129,6 +131,7 @@ uint32_t Worker::poll_once() {
     }
     if (pending_->size()) service_pending();
     if (p_.neighbor_in) drain_neighbor_ring();
+    if (dump_req_.load(std::memory_order_relaxed)) serve_flow_dump();
     const uint32_t expired = flows_.expire_some(now_ms_of(now_ns_));
     if (expired) counter_add(counters_.flows_expired, expired);
     flush_tx();
@@ -152,6 +155,50 @@ void Worker::finish() {
     pending_->erase(0);
   }
   counters_.pending_now = 0;
+}
+
+bool Worker::post_flow_dump(FlowDumpRequest* r) {
+  r->count = 0;
+  r->cursor = 0;
+  r->done.store(false, std::memory_order_relaxed);
+  FlowDumpRequest* expected = nullptr;
+  return dump_req_.compare_exchange_strong(expected, r, std::memory_order_release);
+}
+
+void Worker::serve_flow_dump() {
+  FlowDumpRequest* r = dump_req_.load(std::memory_order_acquire);
+  if (!copy_flows(r, kFlowDumpPerIteration)) return;
+  dump_req_.store(nullptr, std::memory_order_relaxed);
+  r->done.store(true, std::memory_order_release);
+}
+
+void Worker::dump_flows_stopped(FlowDumpRequest* r) const {
+  r->count = 0;
+  r->cursor = 0;
+  copy_flows(r, ~0u);
+  r->done.store(true, std::memory_order_release);
+}
+
+bool Worker::copy_flows(FlowDumpRequest* r, uint32_t budget) const {
+  const uint32_t now_ms = now_ms_of(now_ns_);
+  const uint32_t cap = flows_.capacity();
+  for (; r->cursor < cap && budget && r->count < r->max; ++r->cursor, --budget) {
+    const Flow* f = flows_.at(r->cursor);
+    if (!f) continue;
+    FlowRecord& o = r->records[r->count++];
+    o.client = f->client;
+    o.vip = f->vip;
+    o.backend = f->backend;
+    o.client_port = ntohs(f->client_port);
+    o.vip_port = ntohs(f->vip_port);
+    o.backend_port = ntohs(f->backend_port);
+    o.proto = f->proto;
+    o.state = f->state;
+    o.stat_id = f->stat_id;
+    o.expires_in_ms = int32_t(f->expire_ms - now_ms);
+    o.worker = p_.index;
+  }
+  return r->cursor >= cap || r->count >= r->max;
 }
 
 void Worker::update_clock(rte_mbuf** pkts, uint16_t n) {

@@ -18,6 +18,7 @@
 #include "dataplane/packet/parse.h"
 #include "dataplane/snapshot/snapshot_slot.h"
 #include "dataplane/worker/counters.h"
+#include "dataplane/worker/flow_dump.h"
 #include "dataplane/worker/port.h"
 
 struct rte_mbuf;
@@ -65,6 +66,12 @@ class Worker {
   void finish();
 
   void request_stop() { stop_.store(true, std::memory_order_relaxed); }
+
+  // Control thread: asks the running worker for a copy of up to r->max flows. False when a
+  // request is already pending. The worker sets r->done (release) when r->count is final.
+  bool post_flow_dump(FlowDumpRequest* r);
+  // Control thread, only once done() is true (the worker no longer runs): copies directly.
+  void dump_flows_stopped(FlowDumpRequest* r) const;
   bool done() const { return done_.load(std::memory_order_acquire); }
   uint16_t index() const { return p_.index; }
 
@@ -129,6 +136,10 @@ class Worker {
   void service_pending();
   void drain_neighbor_ring();
   void update_clock(rte_mbuf** pkts, uint16_t n);
+  void serve_flow_dump();
+  // Copies flows from r->cursor into r until `budget` pool slots were visited or r is full;
+  // true when the request is complete.
+  bool copy_flows(FlowDumpRequest* r, uint32_t budget) const;
   // Local source address on `port_index` for talking to `peer` (same prefix, else the first of
   // its family); nullptr when the port has none of that family.
   const IpPrefix* source_for(uint16_t port_index, const IpAddr& peer) const;
@@ -149,6 +160,7 @@ class Worker {
   std::atomic<uint64_t> run_start_tsc_{0};
   std::atomic<uint64_t> run_end_tsc_{0};
   int8_t port_index_by_id_[256];
+  std::atomic<FlowDumpRequest*> dump_req_{nullptr};
   std::atomic<bool> stop_{false};
   std::atomic<bool> done_{false};
 

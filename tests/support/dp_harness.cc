@@ -204,7 +204,7 @@ DataplaneHarness::~DataplaneHarness() {
 void DataplaneHarness::publish(const std::string& config_toml) {
   auto cfg = ctl::parse_config(config_toml, "test.toml");
   if (!cfg) throw std::runtime_error("test config: " + cfg.error().str());
-  auto snap = ctl::build_snapshot(*cfg, ports_, registry_, ++version_);
+  auto snap = ctl::build_snapshot(*cfg, ctl::services_from_config(*cfg), ports_, registry_, ++version_);
   if (!snap) throw std::runtime_error("snapshot: " + snap.error().message);
   // The worker is not running concurrently (tests drive it), so the old snapshot can go now.
   const dp::Snapshot* old = slot_.current.exchange(*snap);

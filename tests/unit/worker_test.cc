@@ -606,3 +606,62 @@ TEST(WorkerRoute, packet_larger_than_the_egress_mtu_is_dropped) {
 
 }  // namespace
 }  // namespace meshgate
+
+namespace meshgate {
+namespace {
+
+TEST(WorkerFlowDump, a_posted_dump_is_filled_between_bursts_with_every_flow) {
+  DataplaneHarness h(test::kDemoTopology, 1 << 14);
+  std::vector<Bytes> burst;
+  for (int i = 0; i < 5000; ++i) {
+    const std::string client = "192.0.2." + std::to_string(1 + i % 250);
+    burst.push_back(tcp_frame(client.c_str(), uint16_t(10000 + i), "203.0.113.10", 80, pkt::kTcpSyn));
+    if (burst.size() == dp::kBurst) {
+      h.send(burst, kT0);
+      burst.clear();
+    }
+  }
+  h.send(burst, kT0);
+  std::vector<dp::FlowRecord> recs(8000);
+  dp::FlowDumpRequest req;
+  req.records = recs.data();
+  req.max = uint32_t(recs.size());
+  ASSERT_TRUE(h.worker().post_flow_dump(&req));
+  dp::FlowDumpRequest other;
+  EXPECT_FALSE(h.worker().post_flow_dump(&other)) << "one request at a time";
+  int iterations = 0;
+  while (!req.done.load(std::memory_order_acquire)) {
+    h.tick(kT0 + 1);
+    ASSERT_LT(++iterations, 100);
+  }
+  EXPECT_GT(iterations, 1) << "the copy is spread over iterations";
+  ASSERT_EQ(req.count, 5000u);
+  for (uint32_t i = 0; i < req.count; ++i) {
+    const auto& r = recs[i];
+    EXPECT_EQ(r.vip.str(), "203.0.113.10");
+    EXPECT_EQ(r.vip_port, 80);
+    EXPECT_EQ(r.backend_port, 8080);
+    EXPECT_EQ(r.state, dp::TcpState::kSynSent);
+    EXPECT_GT(r.expires_in_ms, 0);
+    EXPECT_EQ(expected_backend(h.config(), "web", r.client.str().c_str(), r.client_port),
+              r.backend.str() + ":8080");
+  }
+}
+
+TEST(WorkerFlowDump, a_dump_stops_at_its_capacity) {
+  DataplaneHarness h(test::kDemoTopology);
+  for (int i = 0; i < 10; ++i) {
+    h.send(tcp_frame("192.0.2.1", uint16_t(10000 + i), "203.0.113.10", 80, pkt::kTcpSyn), kT0);
+  }
+  std::vector<dp::FlowRecord> recs(4);
+  dp::FlowDumpRequest req;
+  req.records = recs.data();
+  req.max = 4;
+  ASSERT_TRUE(h.worker().post_flow_dump(&req));
+  h.tick(kT0 + 1);
+  ASSERT_TRUE(req.done.load());
+  EXPECT_EQ(req.count, 4u);
+}
+
+}  // namespace
+}  // namespace meshgate

@@ -1,0 +1,29 @@
+#include "control/snapshot/model.h"
+
+namespace meshgate::ctl {
+
+std::vector<ServiceSpec> services_from_config(const Config& cfg) {
+  std::vector<ServiceSpec> out;
+  out.reserve(cfg.services.size());
+  for (const ServiceConfig& sc : cfg.services) {
+    ServiceSpec s;
+    s.name = sc.name;
+    s.vip = sc.vip;
+    s.port = sc.port;
+    s.protocol = sc.protocol;
+    s.mode = sc.mode;
+    s.table_size = sc.table_size;
+    s.source = "config";
+    for (const BackendConfig& b : sc.backends) {
+      EndpointSpec e;
+      e.address = b.address;
+      e.port = b.port;
+      e.weight = b.weight;
+      s.endpoints.push_back(std::move(e));
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace meshgate::ctl

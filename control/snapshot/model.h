@@ -1,0 +1,41 @@
+// What the snapshot builder turns into dataplane tables: services and their endpoints, whatever
+// their source (static [[service]] tables today, the mesh providers later). Control thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "control/config/config.h"
+#include "dataplane/common/net_types.h"
+
+namespace meshgate::ctl {
+
+enum class TunnelProtocol : uint8_t { kNone, kHbone };
+
+struct EndpointSpec {
+  IpAddr address;
+  uint16_t port = 0;     // the target port traffic is sent to (host order)
+  uint32_t weight = 1;   // 0 = drain: no new flows, existing flows stay
+  bool healthy = true;   // unhealthy endpoints get no new flows
+  TunnelProtocol tunnel = TunnelProtocol::kNone;
+  std::string identity;  // SPIFFE identity of a mesh workload ("" for plain backends)
+  std::string uid;       // the workload uid that contributed this endpoint ("" for static)
+};
+
+// One VIP:port:protocol. A mesh service with several VIPs or ports becomes several specs.
+struct ServiceSpec {
+  std::string name;  // unique among specs: the key of stats and dumps
+  IpAddr vip;
+  uint16_t port = 0;  // host order
+  L4Proto protocol = L4Proto::kTcp;
+  ForwardMode mode = ForwardMode::kDnat;
+  uint32_t table_size = 0;  // lookup table slots (prime); 0 = automatic
+  std::vector<EndpointSpec> endpoints;
+  std::string source;  // "config", "mesh"
+};
+
+// The static [[service]] tables of a config, in order.
+std::vector<ServiceSpec> services_from_config(const Config& cfg);
+
+}  // namespace meshgate::ctl
