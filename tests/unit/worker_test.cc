@@ -54,15 +54,24 @@ Bytes udp_frame(const char* src, uint16_t sport, const char* dst, uint16_t dport
   return pkt::build_udp(eth, ip, u, Bytes{1, 2, 3, 4, 5});
 }
 
-// The backend the dataplane must pick for a client tuple, from the config alone.
+// The backend the dataplane must pick for a client tuple, from the config alone. Tables are
+// built once per backend set (keyed by content, not by config address).
 std::string expected_backend(const ctl::Config& cfg, const char* service, const char* client,
                              uint16_t cport) {
+  static std::map<std::string, std::vector<uint32_t>> tables;
   for (const auto& s : cfg.services) {
     if (s.name != service) continue;
-    std::vector<dp::LbBackend> bs;
-    for (const auto& b : s.backends) bs.push_back({b.address, b.port, b.weight});
-    const uint32_t size = s.table_size ? s.table_size : dp::lb_auto_table_size(bs.size());
-    const auto table = dp::lb_build_table(bs, size);
+    const uint32_t size = s.table_size ? s.table_size : dp::lb_auto_table_size(s.backends.size());
+    std::string key = std::to_string(size);
+    for (const auto& b : s.backends) {
+      key += " " + b.address.str() + ":" + std::to_string(b.port) + "/" + std::to_string(b.weight);
+    }
+    auto& table = tables[key];
+    if (table.empty()) {
+      std::vector<dp::LbBackend> bs;
+      for (const auto& b : s.backends) bs.push_back({b.address, b.port, b.weight});
+      table = dp::lb_build_table(bs, size);
+    }
     const uint32_t h = dp::lb_flow_hash(A(client), s.vip, htons(cport), htons(s.port),
                                         uint8_t(s.protocol));
     const auto& b = s.backends[dp::lb_lookup(table.data(), size, h)];
