@@ -53,6 +53,7 @@ StatsTotals sum_counters(const std::vector<const dp::Worker*>& workers) {
     t.flows_created += counter_read(c.flows_created);
     t.flows_expired += counter_read(c.flows_expired);
     t.flows_active += counter_read(c.flows_active);
+    t.flows_established += counter_read(c.flows_established);
     t.stateless_packets += counter_read(c.stateless_packets);
     t.arp_replies += counter_read(c.arp_replies);
     t.nd_adverts += counter_read(c.nd_adverts);
@@ -86,6 +87,7 @@ nlohmann::json stats_json(const std::vector<const dp::Worker*>& workers,
   j["flows_created"] = t.flows_created;
   j["flows_expired"] = t.flows_expired;
   j["flows_active"] = t.flows_active;
+  j["flows_established"] = t.flows_established;
   j["stateless_packets"] = t.stateless_packets;
   j["arp_replies"] = t.arp_replies;
   j["nd_adverts"] = t.nd_adverts;

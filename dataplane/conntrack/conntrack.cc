@@ -206,7 +206,7 @@ Flow* FlowTable::insert(const Tuple& orig, const IpAddr& backend, uint16_t backe
   f.vip_port = orig.dport;
   f.backend_port = backend_port_be;
   f.proto = orig.proto;
-  f.state = orig.proto == kProtoTcp ? TcpState::kEstablished : TcpState::kNone;
+  f.state = TcpState::kNone;
   f.stat_id = stat_id;
   const uint32_t h0 = hash(orig);
   const uint32_t h1 = hash(reply_tuple(f));
@@ -221,6 +221,8 @@ Flow* FlowTable::insert(const Tuple& orig, const IpAddr& backend, uint16_t backe
   }
   --free_top_;
   ++active_;
+  // A TCP flow first seen mid-stream (not a SYN) is taken as established; touch() refines it.
+  if (orig.proto == kProtoTcp) set_state(&f, TcpState::kEstablished);
   f.expire_ms = now_ms + timeout_ms(f);
   return &f;
 }
@@ -230,6 +232,7 @@ void FlowTable::remove(Flow* f) {
   Tuple orig{f->client, f->vip, f->client_port, f->vip_port, f->proto};
   unlink(hash(orig), idx << 1);
   unlink(hash(reply_tuple(*f)), idx << 1 | 1);
+  set_state(f, TcpState::kNone);
   f->proto = 0;
   free_[free_top_++] = idx;
   --active_;
@@ -261,9 +264,14 @@ void FlowTable::touch(Flow* f, FlowDir dir, uint8_t flags, uint32_t now_ms) {
       if (s == TcpState::kSynRecv && orig) s = TcpState::kEstablished;
       else if (s == TcpState::kLastAck) s = TcpState::kTimeWait;
     }
-    f->state = s;
+    set_state(f, s);
   }
   f->expire_ms = now_ms + timeout_ms(*f);
+}
+
+void FlowTable::set_state(Flow* f, TcpState s) {
+  established_ += (s == TcpState::kEstablished) - (f->state == TcpState::kEstablished);
+  f->state = s;
 }
 
 uint32_t FlowTable::expire_some(uint32_t now_ms) {

@@ -103,6 +103,8 @@ class FlowTable {
   uint32_t expire_some(uint32_t now_ms);
 
   uint32_t active() const { return active_; }
+  // Flows in ESTABLISHED (TCP) right now: what a drain waits for.
+  uint32_t established() const { return established_; }
   uint32_t capacity() const { return max_flows_; }
   // Iteration for dumps (control thread, worker stopped) and tests: flow by pool index.
   const Flow* at(uint32_t idx) const { return in_use(idx) ? &flows_[idx] : nullptr; }
@@ -112,6 +114,7 @@ class FlowTable {
   uint32_t timeout_ms(const Flow& f) const;
   bool link(uint32_t h, uint32_t ref);
   void unlink(uint32_t h, uint32_t ref);
+  void set_state(Flow* f, TcpState s);
   static Tuple reply_tuple(const Flow& f);
   static bool matches(const Flow& f, FlowDir dir, const Tuple& t);
 
@@ -122,6 +125,7 @@ class FlowTable {
   uint32_t bucket_mask_ = 0;
   uint32_t max_flows_ = 0;
   uint32_t active_ = 0;
+  uint32_t established_ = 0;
   uint32_t sweep_cursor_ = 0;
   ConntrackTimeouts timeouts_;
 };

@@ -29,6 +29,7 @@ struct MG_CACHE_ALIGNED WorkerCounters {
   uint64_t flows_created = 0;
   uint64_t flows_expired = 0;
   uint64_t flows_active = 0;  // gauge
+  uint64_t flows_established = 0;  // gauge: TCP flows in ESTABLISHED
   uint64_t stateless_packets = 0;  // forwarded without a flow entry: the table was full
   uint64_t arp_replies = 0;
   uint64_t nd_adverts = 0;

@@ -137,6 +137,8 @@ uint32_t Worker::poll_once() {
     flush_tx();
   }
   counter_add(counters_.flows_active, int64_t(flows_.active()) - int64_t(counters_.flows_active));
+  counter_add(counters_.flows_established,
+              int64_t(flows_.established()) - int64_t(counters_.flows_established));
   counter_add(counters_.pending_now, int64_t(pending_->size()) - int64_t(counters_.pending_now));
   counter_add(counters_.loops, 1);
   if (total) {
@@ -541,6 +543,11 @@ void Worker::stage_service(rte_mbuf** pkts, uint16_t n) {
     if (expired) counter_add(counters_.flows_expired, expired);
     if (f) {
       forward(pkts[i], i, f, f->backend, f->backend_port, f->stat_id);
+      continue;
+    }
+    if (draining_.load(std::memory_order_relaxed)) {
+      next_[i] = kNextDrop;
+      drop_[i] = Drop::kDraining;
       continue;
     }
     const SnapService* svc = snap_->find_service(m.dst, m.dport, m.l4_proto);

@@ -66,6 +66,9 @@ class Worker {
   void finish();
 
   void request_stop() { stop_.store(true, std::memory_order_relaxed); }
+  // Draining: packets of existing flows keep flowing, packets that would start a new flow are
+  // dropped (reason "draining"). Any thread.
+  void set_draining(bool on) { draining_.store(on, std::memory_order_relaxed); }
 
   // Control thread: asks the running worker for a copy of up to r->max flows. False when a
   // request is already pending. The worker sets r->done (release) when r->count is final.
@@ -162,6 +165,7 @@ class Worker {
   int8_t port_index_by_id_[256];
   std::atomic<FlowDumpRequest*> dump_req_{nullptr};
   std::atomic<bool> stop_{false};
+  std::atomic<bool> draining_{false};
   std::atomic<bool> done_{false};
 
   // Per-burst scratch, indexed by position in the burst.

@@ -674,3 +674,34 @@ TEST(WorkerFlowDump, a_dump_stops_at_its_capacity) {
 
 }  // namespace
 }  // namespace meshgate
+
+namespace meshgate {
+namespace {
+
+TEST(WorkerDrain, draining_refuses_new_flows_and_keeps_existing_ones) {
+  DataplaneHarness h(test::kDemoTopology);
+  ASSERT_EQ(h.send(tcp_frame("192.0.2.70", 7000, "203.0.113.10", 80, pkt::kTcpSyn), kT0).size(), 1u);
+  h.send(tcp_frame("192.0.2.70", 7000, "203.0.113.10", 80, pkt::kTcpAck), kT0 + 1);
+  EXPECT_EQ(h.worker().flows().established(), 0u) << "no SYN-ACK seen yet";
+  h.worker().set_draining(true);
+  EXPECT_TRUE(h.send(tcp_frame("192.0.2.71", 7001, "203.0.113.10", 80, pkt::kTcpSyn), kT0 + 2).empty());
+  EXPECT_EQ(h.drops(Drop::kDraining), 1u);
+  EXPECT_EQ(h.send(tcp_frame("192.0.2.70", 7000, "203.0.113.10", 80, pkt::kTcpAck | pkt::kTcpPsh), kT0 + 3).size(), 1u);
+  EXPECT_EQ(h.counters().flows_created, 1u);
+}
+
+TEST(WorkerDrain, established_gauge_follows_the_handshake_and_the_close) {
+  DataplaneHarness h(test::kDemoTopology);
+  const auto fwd = h.send(tcp_frame("192.0.2.72", 7002, "203.0.113.10", 80, pkt::kTcpSyn), kT0);
+  const std::string be = pkt::decode(fwd.at(0)).dst.str();
+  const pkt::EthHdr from_backend{kGw, kBackendMac.at(be)};
+  h.send(tcp_frame(be.c_str(), 8080, "192.0.2.72", 7002, pkt::kTcpSyn | pkt::kTcpAck, 64, from_backend), kT0 + 1);
+  h.send(tcp_frame("192.0.2.72", 7002, "203.0.113.10", 80, pkt::kTcpAck), kT0 + 2);
+  EXPECT_EQ(h.worker().flows().established(), 1u);
+  EXPECT_EQ(h.counters().flows_established, 1u);
+  h.send(tcp_frame("192.0.2.72", 7002, "203.0.113.10", 80, pkt::kTcpFin | pkt::kTcpAck), kT0 + 3);
+  EXPECT_EQ(h.worker().flows().established(), 0u);
+}
+
+}  // namespace
+}  // namespace meshgate
