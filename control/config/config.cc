@@ -76,6 +76,8 @@ constexpr EnumName<ForwardMode> kModes[] = {{"dnat", ForwardMode::kDnat},
                                             {"dsr-ipip", ForwardMode::kDsrIpip},
                                             {"dsr-gue", ForwardMode::kDsrGue},
                                             {"proxy", ForwardMode::kProxy}};
+constexpr EnumName<BackendRemoval> kBackendRemovals[] = {{"keep", BackendRemoval::kKeep},
+                                                         {"reset", BackendRemoval::kReset}};
 constexpr EnumName<MeshSource> kMeshSources[] = {
     {"none", MeshSource::kNone}, {"file", MeshSource::kFile}, {"xds", MeshSource::kXds}};
 
@@ -90,8 +92,9 @@ constexpr std::string_view kPortKeys[] = {"name",           "device",         "a
                                           "rx_descriptors", "tx_descriptors", "mtu"};
 constexpr std::string_view kRouteKeys[] = {"prefix", "via", "port"};
 constexpr std::string_view kNeighborKeys[] = {"address", "mac", "port"};
-constexpr std::string_view kServiceKeys[] = {"name", "vip",        "port",   "protocol",
-                                             "mode", "table_size", "backend"};
+constexpr std::string_view kServiceKeys[] = {"name",     "vip",        "port",
+                                             "protocol", "mode",       "table_size",
+                                             "backend",  "gue_port",   "on_backend_removal"};
 constexpr std::string_view kBackendKeys[] = {"address", "port", "weight"};
 constexpr std::string_view kFullnatKeys[] = {"local_addresses"};
 constexpr std::string_view kConntrackKeys[] = {"max_flows", "tcp_syn",       "tcp_established",
@@ -629,6 +632,8 @@ ServiceConfig Parser::parse_service(const toml::table& t, const std::string& p) 
   read_enum(t, p, "protocol", kProtocols, s.protocol);
   read_enum(t, p, "mode", kModes, s.mode);
   read_int(t, p, "table_size", kTableSizeSpec, s.table_size);
+  read_int(t, p, "gue_port", kL4PortSpec, s.gue_port);
+  read_enum(t, p, "on_backend_removal", kBackendRemovals, s.on_backend_removal);
   table_array(t, p, "backend", [&](const toml::table& bt, const std::string& bp) {
     s.backends.push_back(parse_backend(bt, bp));
   });

@@ -48,9 +48,16 @@ inline constexpr uint32_t kDefaultTcpTimeWaitS = 60;
 inline constexpr uint32_t kDefaultUdpS = 60;
 inline constexpr uint32_t kDefaultIcmpS = 30;
 inline constexpr uint16_t kDefaultHbonePort = 15008;  // Istio HBONE
+// GUE's destination port: the one Linux fou/gue examples and most deployments use.
+inline constexpr uint16_t kDefaultGuePort = 6080;
 
 enum class ForwardMode : uint8_t { kDnat, kFullnat, kDsrIpip, kDsrGue, kProxy };
 const char* forward_mode_name(ForwardMode m);
+
+// What happens to the flows of a backend that leaves the service: they keep going until they
+// end (kube-proxy / IPVS default), or the next packet of each is dropped and the flow removed,
+// so the client's retransmission reaches a live backend that resets it.
+enum class BackendRemoval : uint8_t { kKeep, kReset };
 
 struct GatewayConfig {
   uint32_t workers = kDefaultWorkers;  // worker lcores; each owns one RX/TX queue per port
@@ -96,6 +103,8 @@ struct ServiceConfig {
   L4Proto protocol = L4Proto::kTcp;
   ForwardMode mode = ForwardMode::kDnat;
   uint32_t table_size = 0;  // lookup table slots (prime); 0 = automatic (>= 100 x backends)
+  BackendRemoval on_backend_removal = BackendRemoval::kKeep;
+  uint16_t gue_port = kDefaultGuePort;  // dsr-gue: outer UDP destination port
   std::vector<BackendConfig> backends;
   SourcePos pos;
 };

@@ -26,6 +26,7 @@
 #include "control/snapshot/publisher.h"
 #include "control/stats/stats.h"
 #include "dataplane/l2/neighbor.h"
+#include "dataplane/nat/rss.h"
 #include "dataplane/worker/worker.h"
 
 namespace meshgate::ctl {
@@ -56,6 +57,8 @@ Result<uint64_t> count_pcap_packets(const std::string& path) {
 }
 
 constexpr uint32_t kNeighborRingSize = 1024;
+// Packets in flight between two workers: several bursts' worth, so a busy owner loses none.
+constexpr uint32_t kHandoffRingSize = 4096;
 constexpr uint32_t kMbufCache = 256;
 
 struct WorkerSlot {
@@ -83,10 +86,11 @@ ConfigErrors check_supported(const Config& cfg) {
   ConfigErrors errs;
   for (size_t i = 0; i < cfg.services.size(); ++i) {
     const ServiceConfig& s = cfg.services[i];
-    if (s.mode != ForwardMode::kDnat) {
+    if (s.mode == ForwardMode::kProxy) {
       errs.errors.push_back({s.pos, "service[" + std::to_string(i) + "].mode",
                              std::string("mode '") + forward_mode_name(s.mode) +
-                                 "' is not available in this build yet (supported: dnat)"});
+                                 "' is not available in this build yet (supported: dnat, "
+                                 "fullnat, dsr-ipip, dsr-gue)"});
     }
   }
   if (cfg.mesh.source != MeshSource::kNone) {
@@ -147,7 +151,11 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
                                               RTE_MBUF_DEFAULT_BUF_SIZE, int(rte_socket_id()));
   std::vector<dp::PortRuntime> ports;
   SnapshotPublisher publisher;
-  StatRegistry registry;
+  // After EAL init: the address registry lives in DPDK memory.
+  auto reg = std::make_unique<Registries>();
+  StatRegistry& registry = reg->stats;
+  std::vector<std::unique_ptr<dp::RssPredictor>> rss;
+  std::vector<std::vector<rte_ring*>> handoff(workers, std::vector<rte_ring*>(workers, nullptr));
   std::vector<WorkerSlot> slots(workers);
   std::vector<const dp::Worker*> views;
   do {
@@ -169,7 +177,7 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
       rc = kExitRuntime;
       break;
     }
-    auto snap = build_snapshot(cfg, services_from_config(cfg), ports, registry, 1);
+    auto snap = build_snapshot(cfg, services_from_config(cfg), ports, *reg, 1);
     if (!snap) {
       log(LogLevel::kError, "snapshot_failed", "error=\"%s\"", snap.error().message.c_str());
       rc = kExitRuntime;
@@ -179,6 +187,28 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
     log(LogLevel::kInfo, "snapshot_published", "version=1 services=%zu backends=%zu",
         (*snap)->services.size(), (*snap)->backends.size());
 
+    // Software RSS per port with RSS: predicts the queue (worker) of a flow's replies.
+    for (const auto& p : ports) {
+      rss.push_back(!p.reta.empty() && !p.rss_key.empty()
+                        ? std::make_unique<dp::RssPredictor>(p.rss_key, p.reta)
+                        : nullptr);
+    }
+    // Handoff rings, one per ordered pair of workers (SPSC), on the receiver's socket.
+    bool rings_ok = true;
+    for (uint32_t a = 0; a < workers && workers > 1; ++a) {
+      for (uint32_t b = 0; b < workers; ++b) {
+        if (a == b) continue;
+        const std::string name = "mg_ho_" + std::to_string(a) + "_" + std::to_string(b);
+        handoff[a][b] = rte_ring_create(name.c_str(), kHandoffRingSize, SOCKET_ID_ANY,
+                                        RING_F_SP_ENQ | RING_F_SC_DEQ);
+        rings_ok &= handoff[a][b] != nullptr;
+      }
+    }
+    if (!rings_ok) {
+      log(LogLevel::kError, "handoff_rings_failed", "error=\"%s\"", rte_strerror(rte_errno));
+      rc = kExitRuntime;
+      break;
+    }
     int ts_offset = rte_mbuf_dynfield_lookup(RTE_MBUF_DYNFIELD_TIMESTAMP_NAME, nullptr);
     const int ts_bit = rte_mbuf_dynflag_lookup(RTE_MBUF_DYNFLAG_RX_TIMESTAMP_NAME, nullptr);
     unsigned lcore = rte_get_next_lcore(-1, 1, 0);
@@ -196,9 +226,16 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
       if (mem) s.worker = new (mem) dp::Worker();
       dp::WorkerParams wp;
       wp.index = uint16_t(w);
+      wp.n_workers = uint16_t(workers);
       wp.socket = socket;
       wp.ports = ports;
       wp.snapshot = publisher.slot();
+      wp.addrs = reg->addrs.table();
+      for (uint32_t o = 0; o < workers; ++o) {
+        wp.handoff_to[o] = handoff[w][o];
+        wp.handoff_from[o] = handoff[o][w];
+      }
+      for (size_t pi = 0; pi < rss.size(); ++pi) wp.rss[pi] = rss[pi].get();
       wp.qsbr = publisher.qsbr();
       wp.pool = pool;
       wp.max_flows = per_worker_flows;
@@ -291,8 +328,12 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
   } while (false);
 
   for (auto& s : slots) free_worker(s);
+  for (auto& row : handoff) {
+    for (rte_ring* r : row) rte_ring_free(r);
+  }
   stop_ports(ports);
   publisher.shutdown();
+  reg.reset();
   rte_mempool_free(pool);
   rte_eal_cleanup();
   return rc;

@@ -55,18 +55,23 @@ std::string endpoint_str(const IpAddr& a, uint16_t port) {
 }
 
 Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<ServiceSpec>& services,
-                                     const std::vector<dp::PortRuntime>& ports,
-                                     StatRegistry& stats, uint64_t version) {
+                                     const std::vector<dp::PortRuntime>& ports, Registries& reg,
+                                     uint64_t version) {
+  StatRegistry& stats = reg.stats;
   auto snap = std::make_unique<dp::Snapshot>();
   snap->version = version;
 
   // Services and their Maglev tables.
   std::vector<dp::ServiceKey> keys;
-  std::vector<dp::BackendKey> backend_keys;
+  std::map<std::tuple<IpAddr, uint16_t, uint8_t>, std::vector<uint32_t>> services_of_backend;
+  std::vector<uint64_t> reset_bits;
   for (const ServiceSpec& sc : services) {
     dp::SnapService s;
     s.vip = sc.vip;
+    s.vip_id = reg.addrs.id_for(sc.vip);
+    if (s.vip_id == 0) return Error{"service " + sc.name + ": address table full"};
     s.port_be = htons(sc.port);
+    s.gue_port_be = htons(sc.gue_port);
     s.proto = uint8_t(sc.protocol);
     s.mode = to_dp(sc.mode);
     s.name = sc.name;
@@ -81,7 +86,10 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
       b.weight = bc.healthy ? bc.weight : 0;
       b.stat_id = stats.id_for(sc.name, endpoint_str(bc.address, bc.port));
       snap->backends.push_back(b);
-      backend_keys.push_back(dp::BackendKey{b.address, b.port_be, s.proto});
+      auto& users = services_of_backend[{b.address, b.port_be, s.proto}];
+      if (users.empty() || users.back() != snap->services.size()) {
+        users.push_back(uint32_t(snap->services.size()));
+      }
       lb.push_back(dp::LbBackend{bc.address, bc.port, b.weight});
     }
     const uint32_t size = sc.table_size ? sc.table_size : dp::lb_auto_table_size(lb.size());
@@ -91,6 +99,19 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
       s.table_size = size;
       snap->lb_slots.insert(snap->lb_slots.end(), table.begin(), table.end());
     }
+    if (sc.on_backend_removal == BackendRemoval::kReset) {
+      // Backends this service had in earlier snapshots and no longer has.
+      std::vector<bool> current(stats.names().size() + 1, false);
+      for (uint32_t bi = 0; bi < s.n_backends; ++bi) {
+        const uint32_t id = snap->backends[s.first_backend + bi].stat_id;
+        if (id < current.size()) current[id] = true;
+      }
+      for (uint32_t id : stats.ids_of(sc.name)) {
+        if (id == 0 || (id < current.size() && current[id])) continue;
+        if (reset_bits.size() <= id / 64) reset_bits.resize(id / 64 + 1, 0);
+        reset_bits[id / 64] |= 1ull << (id % 64);
+      }
+    }
     keys.push_back(dp::ServiceKey{s.vip, s.port_be, s.proto});
     bool seen = false;
     for (const auto& v : snap->vips) seen |= v == s.vip;
@@ -98,7 +119,25 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
     snap->services.push_back(std::move(s));
   }
   snap->service_index.build(keys);
+  snap->reset_stat_ids = std::move(reset_bits);
+  std::vector<dp::BackendKey> backend_keys;
+  for (const auto& [k, users] : services_of_backend) {
+    backend_keys.push_back(dp::BackendKey{std::get<0>(k), std::get<1>(k), std::get<2>(k)});
+    snap->backend_service_ranges.emplace_back(uint32_t(snap->backend_services.size()),
+                                              uint32_t(users.size()));
+    snap->backend_services.insert(snap->backend_services.end(), users.begin(), users.end());
+  }
   snap->backend_index.build(backend_keys);
+
+  // Fullnat source addresses.
+  std::vector<IpAddr> fullnat_keys;
+  for (const IpAddr& a : cfg.fullnat.local_addresses) {
+    const uint32_t id = reg.addrs.id_for(a);
+    if (id == 0) return Error{"fullnat address " + a.str() + ": address table full"};
+    (a.is_v4() ? snap->fullnat_v4 : snap->fullnat_v6).push_back(dp::LocalNat{a, id});
+    fullnat_keys.push_back(a);
+  }
+  snap->fullnat_index.build(fullnat_keys);
   snap->vip_index.build(snap->vips);
 
   // Local addresses and connected routes.

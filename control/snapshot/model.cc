@@ -13,6 +13,8 @@ std::vector<ServiceSpec> services_from_config(const Config& cfg) {
     s.protocol = sc.protocol;
     s.mode = sc.mode;
     s.table_size = sc.table_size;
+    s.on_backend_removal = sc.on_backend_removal;
+    s.gue_port = sc.gue_port;
     s.source = "config";
     for (const BackendConfig& b : sc.backends) {
       EndpointSpec e;

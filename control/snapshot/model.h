@@ -31,6 +31,8 @@ struct ServiceSpec {
   L4Proto protocol = L4Proto::kTcp;
   ForwardMode mode = ForwardMode::kDnat;
   uint32_t table_size = 0;  // lookup table slots (prime); 0 = automatic
+  BackendRemoval on_backend_removal = BackendRemoval::kKeep;
+  uint16_t gue_port = kDefaultGuePort;
   std::vector<EndpointSpec> endpoints;
   std::string source;  // "config", "mesh"
 };

@@ -15,4 +15,13 @@ uint32_t StatRegistry::id_for(const std::string& service, const std::string& bac
   return id;
 }
 
+std::vector<uint32_t> StatRegistry::ids_of(const std::string& service) const {
+  std::vector<uint32_t> out;
+  for (auto it = ids_.lower_bound({service, ""}); it != ids_.end() && it->first.first == service;
+       ++it) {
+    out.push_back(it->second);
+  }
+  return out;
+}
+
 }  // namespace meshgate::ctl

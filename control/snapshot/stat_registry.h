@@ -21,6 +21,8 @@ class StatRegistry {
   uint32_t id_for(const std::string& service, const std::string& backend);
   // Names by id (index 0 = overflow).
   const std::vector<Name>& names() const { return names_; }
+  // Every id ever given to a backend of `service`.
+  std::vector<uint32_t> ids_of(const std::string& service) const;
 
  private:
   std::map<std::pair<std::string, std::string>, uint32_t> ids_;

@@ -63,6 +63,13 @@ StatsTotals sum_counters(const std::vector<const dp::Worker*>& workers) {
     t.neighbors_learned += counter_read(c.neighbors_learned);
     t.pending += counter_read(c.pending_now);
     t.busy_cycles += counter_read(c.busy_cycles);
+    t.handoff_in += counter_read(c.handoff_in);
+    t.handoff_out += counter_read(c.handoff_out);
+    t.flows_evicted += counter_read(c.flows_evicted);
+    t.icmp_errors_translated += counter_read(c.icmp_errors_translated);
+    t.icmp_errors_sent += counter_read(c.icmp_errors_sent);
+    t.icmp_rate_limited += counter_read(c.icmp_rate_limited);
+    t.fragments_followed += counter_read(c.fragments_followed);
     t.busy_loops += counter_read(c.busy_loops);
     t.loops += counter_read(c.loops);
   }
@@ -89,6 +96,13 @@ nlohmann::json stats_json(const std::vector<const dp::Worker*>& workers,
   j["flows_active"] = t.flows_active;
   j["flows_established"] = t.flows_established;
   j["stateless_packets"] = t.stateless_packets;
+  j["flows_evicted"] = t.flows_evicted;
+  j["handoff_in"] = t.handoff_in;
+  j["handoff_out"] = t.handoff_out;
+  j["icmp_errors_translated"] = t.icmp_errors_translated;
+  j["icmp_errors_sent"] = t.icmp_errors_sent;
+  j["icmp_rate_limited"] = t.icmp_rate_limited;
+  j["fragments_followed"] = t.fragments_followed;
   j["arp_replies"] = t.arp_replies;
   j["nd_adverts"] = t.nd_adverts;
   j["echo_replies"] = t.echo_replies;
@@ -189,7 +203,15 @@ std::string summary_text(const std::vector<const dp::Worker*>& workers,
     add("  cycles/packet     %12.1f  (busy poll iterations only)\n",
         double(t.busy_cycles) / double(t.packets_in ? t.packets_in : 1));
   }
-  add("  accounting        in + generated = out + consumed + drops + pending: %s\n",
+  if (t.handoff_out || t.icmp_errors_translated || t.icmp_errors_sent || t.fragments_followed) {
+    add("  handed over       %12" PRIu64 "  (to the worker owning the flow)\n", t.handoff_out);
+    add("  icmp errors       %12" PRIu64 " translated, %" PRIu64 " sent, %" PRIu64
+        " rate-limited\n", t.icmp_errors_translated, t.icmp_errors_sent, t.icmp_rate_limited);
+    add("  fragments         %12" PRIu64 " followed their first fragment\n",
+        t.fragments_followed);
+  }
+  add("  accounting        in + generated + handed in = out + consumed + drops + pending + "
+      "handed out: %s\n",
       t.balanced() ? "ok" : "MISMATCH");
   return s;
 }

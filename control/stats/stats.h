@@ -21,9 +21,14 @@ struct StatsTotals {
   uint64_t arp_replies = 0, nd_adverts = 0, echo_replies = 0, arp_requests = 0, nd_solicits = 0;
   uint64_t neighbors_learned = 0, pending = 0;
   uint64_t busy_cycles = 0, busy_loops = 0, loops = 0;
-  // Every packet is accounted for: what came in or was made here left, stayed, or was dropped.
+  uint64_t handoff_in = 0, handoff_out = 0, flows_evicted = 0;
+  uint64_t icmp_errors_translated = 0, icmp_errors_sent = 0, icmp_rate_limited = 0;
+  uint64_t fragments_followed = 0;
+  // Every packet is accounted for: what came in, was made here or was handed over left, stayed,
+  // was handed on, or was dropped. Summed over workers handoffs cancel out once rings are empty.
   bool balanced() const {
-    return packets_in + generated == packets_out + consumed + drops_total + pending;
+    return packets_in + generated + handoff_in ==
+           packets_out + consumed + drops_total + pending + handoff_out;
   }
 };
 

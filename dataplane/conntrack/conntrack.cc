@@ -27,32 +27,50 @@ const char* tcp_state_name(TcpState s) {
 namespace {
 
 uint32_t bucket_count(uint32_t max_flows) {
-  // Two references per flow, buckets of 8, filled to at most ~60% so that 2-choice placement
-  // practically never fails before the pool is exhausted.
+  // Two references per flow, buckets of 8, at most ~60% full.
   const uint64_t want = (uint64_t(max_flows) * 2 * 10 / 6) / FlowTable::kBucketEntries + 1;
   uint32_t n = 1;
   while (n < want) n <<= 1;
   return n;
 }
 
+uint32_t embryo_count(uint32_t max_flows) {
+  uint32_t n = 1;
+  while (n < max_flows) n <<= 1;
+  return n;
+}
+
 uint32_t alt_bucket(uint32_t h) { return uint32_t(fmix64(h) >> 32); }
+uint32_t tick_of(uint32_t ms) { return ms >> FlowTable::kTickShift; }
+
+constexpr uint32_t kNoSlot = 0xffff;
 
 }  // namespace
 
 size_t FlowTable::memory_bytes(uint32_t max_flows) {
-  return size_t(max_flows) * (sizeof(Flow) + sizeof(uint32_t)) +
-         size_t(bucket_count(max_flows)) * sizeof(Bucket);
+  return size_t(max_flows) * (sizeof(Flow) + 3 * sizeof(uint32_t) + sizeof(uint16_t)) +
+         size_t(bucket_count(max_flows)) * sizeof(Bucket) +
+         size_t(embryo_count(max_flows)) * sizeof(uint32_t) + (kWheelSlots + 1) * sizeof(uint32_t);
 }
 
-bool FlowTable::init(uint32_t max_flows, int socket, const ConntrackTimeouts& t) {
+bool FlowTable::init(uint32_t max_flows, int socket, const ConntrackTimeouts& t,
+                     const AddrTable* addrs) {
   max_flows_ = max_flows;
   timeouts_ = t;
+  addrs_ = addrs;
   const uint32_t nb = bucket_count(max_flows);
+  const uint32_t ne = embryo_count(max_flows);
   flows_ = static_cast<Flow*>(rte_zmalloc_socket("mg_flows", sizeof(Flow) * max_flows, 64, socket));
-  free_ = static_cast<uint32_t*>(
-      rte_malloc_socket("mg_flow_free", sizeof(uint32_t) * max_flows, 64, socket));
+  free_ = static_cast<uint32_t*>(rte_malloc_socket("mg_flow_free", 4ull * max_flows, 64, socket));
   buckets_ = static_cast<Bucket*>(rte_malloc_socket("mg_flow_idx", sizeof(Bucket) * nb, 64, socket));
-  if (!flows_ || !free_ || !buckets_) {
+  wheel_head_ = static_cast<uint32_t*>(
+      rte_malloc_socket("mg_wheel", 4ull * (kWheelSlots + 1), 64, socket));
+  wheel_next_ = static_cast<uint32_t*>(rte_malloc_socket("mg_wnext", 4ull * max_flows, 64, socket));
+  wheel_prev_ = static_cast<uint32_t*>(rte_malloc_socket("mg_wprev", 4ull * max_flows, 64, socket));
+  wheel_slot_ = static_cast<uint16_t*>(rte_malloc_socket("mg_wslot", 2ull * max_flows, 64, socket));
+  embryo_ = static_cast<uint32_t*>(rte_malloc_socket("mg_embryo", 4ull * ne, 64, socket));
+  if (!flows_ || !free_ || !buckets_ || !wheel_head_ || !wheel_next_ || !wheel_prev_ ||
+      !wheel_slot_ || !embryo_) {
     destroy();
     return false;
   }
@@ -63,40 +81,77 @@ bool FlowTable::init(uint32_t max_flows, int socket, const ConntrackTimeouts& t)
     }
   }
   bucket_mask_ = nb - 1;
-  // Pop order = ascending indices, which keeps replays deterministic and dumps readable.
+  for (uint32_t i = 0; i <= kWheelSlots; ++i) wheel_head_[i] = kEmpty;
+  for (uint32_t i = 0; i < max_flows; ++i) wheel_slot_[i] = kNoSlot;
+  // Pop order = ascending indices: deterministic replays, readable dumps.
   for (uint32_t i = 0; i < max_flows; ++i) free_[i] = max_flows - 1 - i;
   free_top_ = max_flows;
-  active_ = 0;
+  embryo_mask_ = ne - 1;
+  embryo_head_ = embryo_tail_ = 0;
+  active_ = established_ = 0;
+  wheel_started_ = false;
   return true;
 }
 
 void FlowTable::destroy() {
-  rte_free(flows_);
-  rte_free(free_);
-  rte_free(buckets_);
+  for (void* p : {static_cast<void*>(flows_), static_cast<void*>(free_),
+                  static_cast<void*>(buckets_), static_cast<void*>(wheel_head_),
+                  static_cast<void*>(wheel_next_), static_cast<void*>(wheel_prev_),
+                  static_cast<void*>(wheel_slot_), static_cast<void*>(embryo_)}) {
+    rte_free(p);
+  }
   flows_ = nullptr;
   free_ = nullptr;
   buckets_ = nullptr;
+  wheel_head_ = wheel_next_ = wheel_prev_ = nullptr;
+  wheel_slot_ = nullptr;
+  embryo_ = nullptr;
 }
 
 uint32_t FlowTable::hash(const Tuple& t) {
   return lb_flow_hash(t.src, t.dst, t.sport, t.dport, t.proto);
 }
 
-void FlowTable::prefetch(uint32_t h) const { rte_prefetch0(&buckets_[h & bucket_mask_]); }
+void FlowTable::prefetch_buckets(uint32_t h) const {
+  rte_prefetch0(&buckets_[h & bucket_mask_]);
+  rte_prefetch0(&buckets_[alt_bucket(h) & bucket_mask_]);
+}
 
-Tuple FlowTable::reply_tuple(const Flow& f) {
+void FlowTable::prefetch_flows(uint32_t h) const {
+  const uint32_t b[2] = {h & bucket_mask_, alt_bucket(h) & bucket_mask_};
+  for (uint32_t k = 0; k < 2; ++k) {
+    const Bucket& bk = buckets_[b[k]];
+    for (uint32_t j = 0; j < kBucketEntries; ++j) {
+      if (bk.sig[j] == h && bk.ref[j] != kEmpty) rte_prefetch0(&flows_[bk.ref[j] >> 1]);
+    }
+  }
+}
+
+Tuple FlowTable::original_tuple(const Flow& f) const {
+  return Tuple{f.client, vip(f), f.client_port, f.vip_port, f.proto};
+}
+
+Tuple FlowTable::reply_tuple(const Flow& f) const {
+  if (f.mode == Mode::kFullnat) {
+    return Tuple{f.backend, local(f), f.backend_port, f.local_port, f.proto};
+  }
   return Tuple{f.backend, f.client, f.backend_port, f.client_port, f.proto};
 }
 
-bool FlowTable::matches(const Flow& f, FlowDir dir, const Tuple& t) {
+bool FlowTable::matches(const Flow& f, FlowDir dir, const Tuple& t) const {
   if (f.proto != t.proto) return false;
   if (dir == FlowDir::kOriginal) {
     return f.client_port == t.sport && f.vip_port == t.dport && f.client == t.src &&
-           f.vip == t.dst;
+           vip(f) == t.dst;
   }
-  return f.backend_port == t.sport && f.client_port == t.dport && f.backend == t.src &&
-         f.client == t.dst;
+  if (f.backend_port != t.sport || !(f.backend == t.src)) return false;
+  if (f.mode == Mode::kFullnat) return f.local_port == t.dport && local(f) == t.dst;
+  return f.client_port == t.dport && f.client == t.dst;
+}
+
+bool FlowTable::embryonic(const Flow& f) const {
+  if (f.proto == kProtoTcp) return f.state == TcpState::kSynSent || f.state == TcpState::kSynRecv;
+  return !(f.flags & kFlowSeenReply) && f.mode != Mode::kDsrIpip && f.mode != Mode::kDsrGue;
 }
 
 uint32_t FlowTable::timeout_ms(const Flow& f) const {
@@ -114,8 +169,7 @@ uint32_t FlowTable::timeout_ms(const Flow& f) const {
   return timeouts_.other_ms;
 }
 
-Flow* FlowTable::lookup(const Tuple& t, uint32_t h, uint32_t now_ms, FlowDir* dir,
-                        uint64_t* expired) {
+Flow* FlowTable::lookup(const Tuple& t, uint32_t h, uint32_t now_ms, FlowDir* dir) {
   const uint32_t b[2] = {h & bucket_mask_, alt_bucket(h) & bucket_mask_};
   for (uint32_t k = 0; k < 2; ++k) {
     const Bucket& bk = buckets_[b[k]];
@@ -126,7 +180,7 @@ Flow* FlowTable::lookup(const Tuple& t, uint32_t h, uint32_t now_ms, FlowDir* di
       if (!matches(f, d, t)) continue;
       if (int32_t(f.expire_ms - now_ms) <= 0) {
         remove(&f);
-        ++*expired;
+        ++stats_.expired;
         return nullptr;
       }
       *dir = d;
@@ -134,6 +188,19 @@ Flow* FlowTable::lookup(const Tuple& t, uint32_t h, uint32_t now_ms, FlowDir* di
     }
   }
   return nullptr;
+}
+
+bool FlowTable::reply_in_use(const Tuple& t, uint32_t h) const {
+  const uint32_t b[2] = {h & bucket_mask_, alt_bucket(h) & bucket_mask_};
+  for (uint32_t k = 0; k < 2; ++k) {
+    const Bucket& bk = buckets_[b[k]];
+    for (uint32_t j = 0; j < kBucketEntries; ++j) {
+      if (bk.sig[j] != h || bk.ref[j] == kEmpty) continue;
+      const Flow& f = flows_[bk.ref[j] >> 1];
+      if (matches(f, FlowDir(bk.ref[j] & 1), t)) return true;
+    }
+  }
+  return false;
 }
 
 bool FlowTable::link(uint32_t h, uint32_t ref) {
@@ -194,97 +261,216 @@ void FlowTable::unlink(uint32_t h, uint32_t ref) {
   }
 }
 
-Flow* FlowTable::insert(const Tuple& orig, const IpAddr& backend, uint16_t backend_port_be,
-                        uint32_t stat_id, uint32_t now_ms) {
-  if (free_top_ == 0) return nullptr;
+bool FlowTable::evict_one() {
+  // Oldest not-yet-established flows first: under a SYN flood these are the flood, and an
+  // established flow is never reclaimed for room.
+  for (uint32_t tries = 0; tries < kEvictTries && embryo_head_ != embryo_tail_; ++tries) {
+    const uint32_t idx = embryo_[embryo_head_++ & embryo_mask_];
+    Flow& f = flows_[idx];
+    if (f.proto != 0 && embryonic(f)) {
+      remove(&f);
+      ++stats_.evicted;
+      return true;
+    }
+  }
+  return false;
+}
+
+Flow* FlowTable::insert(const Tuple& orig, const FlowTarget& to, uint32_t now_ms) {
+  return insert_once(orig, to, now_ms, true);
+}
+
+Flow* FlowTable::insert_once(const Tuple& orig, const FlowTarget& to, uint32_t now_ms,
+                             bool retry) {
+  if (free_top_ == 0 && !evict_one()) {
+    ++stats_.insert_failed;
+    return nullptr;
+  }
   const uint32_t idx = free_[free_top_ - 1];
   Flow& f = flows_[idx];
   f.client = orig.src;
-  f.vip = orig.dst;
-  f.backend = backend;
+  f.backend = to.backend;
   f.client_port = orig.sport;
   f.vip_port = orig.dport;
-  f.backend_port = backend_port_be;
+  f.backend_port = to.backend_port;
+  f.local_port = to.local_port;
+  f.vip_id = to.vip_id;
+  f.local_id = to.local_id;
+  f.stat_id = to.stat_id;
+  f.created_ms = now_ms;
   f.proto = orig.proto;
+  f.mode = to.mode;
+  f.flags = 0;
   f.state = TcpState::kNone;
-  f.stat_id = stat_id;
+  const bool dsr = to.mode == Mode::kDsrIpip || to.mode == Mode::kDsrGue;
   const uint32_t h0 = hash(orig);
-  const uint32_t h1 = hash(reply_tuple(f));
-  if (!link(h0, idx << 1)) {
-    f.proto = 0;
-    return nullptr;
+  bool ok = link(h0, idx << 1);
+  if (ok && !dsr) {
+    ok = link(hash(reply_tuple(f)), idx << 1 | 1);
+    if (!ok) unlink(h0, idx << 1);
   }
-  if (!link(h1, idx << 1 | 1)) {
-    unlink(h0, idx << 1);
+  if (!ok) {
+    // The index is crowded where this key falls: make room once and retry once.
     f.proto = 0;
+    if (retry && evict_one()) return insert_once(orig, to, now_ms, false);
+    ++stats_.insert_failed;
     return nullptr;
   }
   --free_top_;
   ++active_;
-  // A TCP flow first seen mid-stream (not a SYN) is taken as established; touch() refines it.
-  if (orig.proto == kProtoTcp) set_state(&f, TcpState::kEstablished);
+  // A TCP flow first seen mid-stream (not a SYN) is taken as established (a restarted gateway
+  // or an ECMP change must not break it); touch() refines the state from the flags.
+  if (orig.proto == kProtoTcp) {
+    set_state(&f, TcpState::kEstablished);
+  } else if (!dsr) {
+    push_embryo(idx);  // until a reply is seen
+  }
   f.expire_ms = now_ms + timeout_ms(f);
+  wheel_insert(idx);
   return &f;
 }
 
 void FlowTable::remove(Flow* f) {
   const uint32_t idx = uint32_t(f - flows_);
-  Tuple orig{f->client, f->vip, f->client_port, f->vip_port, f->proto};
-  unlink(hash(orig), idx << 1);
-  unlink(hash(reply_tuple(*f)), idx << 1 | 1);
+  unlink(hash(original_tuple(*f)), idx << 1);
+  if (f->mode != Mode::kDsrIpip && f->mode != Mode::kDsrGue) {
+    unlink(hash(reply_tuple(*f)), idx << 1 | 1);
+  }
+  wheel_unlink(idx);
   set_state(f, TcpState::kNone);
   f->proto = 0;
   free_[free_top_++] = idx;
   --active_;
 }
 
-// A simplified RFC 9293 / nf_conntrack view: enough to pick the timeout for each phase.
+void FlowTable::set_state(Flow* f, TcpState s) {
+  established_ += (s == TcpState::kEstablished) - (f->state == TcpState::kEstablished);
+  if ((s == TcpState::kSynSent || s == TcpState::kSynRecv) && f->state != TcpState::kSynSent &&
+      f->state != TcpState::kSynRecv) {
+    push_embryo(uint32_t(f - flows_));
+  }
+  f->state = s;
+}
+
+void FlowTable::push_embryo(uint32_t idx) {
+  embryo_[embryo_tail_++ & embryo_mask_] = idx;
+  // The ring holds at least as many entries as the pool; an overrun forgets the oldest.
+  if (embryo_tail_ - embryo_head_ > embryo_mask_ + 1) embryo_head_ = embryo_tail_ - embryo_mask_ - 1;
+}
+
 void FlowTable::touch(Flow* f, FlowDir dir, uint8_t flags, uint32_t now_ms) {
+  const bool orig = dir == FlowDir::kOriginal;
+  if (!orig && !(f->flags & kFlowSeenReply)) {
+    f->flags |= kFlowSeenReply;
+  }
   if (f->proto == kProtoTcp) {
-    const bool orig = dir == FlowDir::kOriginal;
     TcpState s = f->state;
     if (flags & kTcpRst) {
       s = TcpState::kClose;
     } else if (flags & kTcpSyn) {
       if (orig && !(flags & kTcpAck)) {
-        if (s == TcpState::kClose || s == TcpState::kTimeWait || s == TcpState::kEstablished) {
-          // A new SYN on a reused tuple, or the first packet we saw was a SYN.
+        // A SYN opens (or, after a close, reopens) the connection; on an established flow it
+        // is the first packet we saw being a SYN, or a retransmission.
+        if (s == TcpState::kEstablished || s == TcpState::kClose || s == TcpState::kTimeWait ||
+            s == TcpState::kNone) {
           s = TcpState::kSynSent;
+          f->flags &= uint8_t(~(kFlowFinOrig | kFlowFinReply | kFlowLastFinReply));
         }
       } else if (!orig && (flags & kTcpAck) && s == TcpState::kSynSent) {
         s = TcpState::kSynRecv;
       }
     } else if (flags & kTcpFin) {
-      if (s == TcpState::kEstablished || s == TcpState::kSynRecv) {
+      f->flags |= orig ? kFlowFinOrig : kFlowFinReply;
+      if ((f->flags & kFlowFinOrig) && (f->flags & kFlowFinReply)) {
+        // The second FIN, whether the closes crossed (simultaneous close) or not.
+        if (s != TcpState::kLastAck && s != TcpState::kTimeWait) {
+          s = TcpState::kLastAck;
+          if (!orig) f->flags |= kFlowLastFinReply;
+        }
+      } else if (s != TcpState::kClose) {
         s = orig ? TcpState::kFinWait : TcpState::kCloseWait;
-      } else if ((s == TcpState::kFinWait && !orig) || (s == TcpState::kCloseWait && orig)) {
-        s = TcpState::kLastAck;
       }
     } else if (flags & kTcpAck) {
-      if (s == TcpState::kSynRecv && orig) s = TcpState::kEstablished;
-      else if (s == TcpState::kLastAck) s = TcpState::kTimeWait;
+      const bool dsr = f->mode == Mode::kDsrIpip || f->mode == Mode::kDsrGue;
+      if (orig && (s == TcpState::kSynRecv || (dsr && s == TcpState::kSynSent))) {
+        // DSR never sees the SYN-ACK: the client's ACK is all the handshake there is to see.
+        s = TcpState::kEstablished;
+      } else if (s == TcpState::kLastAck) {
+        // The ACK of the last FIN comes from the side that did not send it.
+        const bool last_fin_reply = f->flags & kFlowLastFinReply;
+        if (orig == last_fin_reply) s = TcpState::kTimeWait;
+      }
     }
-    set_state(f, s);
+    if (s != f->state) set_state(f, s);
   }
   f->expire_ms = now_ms + timeout_ms(*f);
 }
 
-void FlowTable::set_state(Flow* f, TcpState s) {
-  established_ += (s == TcpState::kEstablished) - (f->state == TcpState::kEstablished);
-  f->state = s;
+// ---- timer wheel --------------------------------------------------------------------------
+
+void FlowTable::wheel_insert(uint32_t idx) {
+  uint32_t tick = tick_of(flows_[idx].expire_ms);
+  // A flow due in a tick the wheel has reached (its expiry falls later in that tick) goes to
+  // the next tick, not a round later.
+  if (wheel_started_ && int32_t(tick - wheel_tick_) <= 0) tick = wheel_tick_ + 1;
+  const uint32_t slot = tick & (kWheelSlots - 1);
+  wheel_slot_[idx] = uint16_t(slot);
+  wheel_prev_[idx] = kEmpty;
+  wheel_next_[idx] = wheel_head_[slot];
+  if (wheel_head_[slot] != kEmpty) wheel_prev_[wheel_head_[slot]] = idx;
+  wheel_head_[slot] = idx;
 }
 
-uint32_t FlowTable::expire_some(uint32_t now_ms) {
-  uint32_t n = 0;
-  for (uint32_t i = 0; i < kSweepPerCall; ++i) {
-    Flow& f = flows_[sweep_cursor_];
-    if (++sweep_cursor_ == max_flows_) sweep_cursor_ = 0;
-    if (f.proto != 0 && int32_t(f.expire_ms - now_ms) <= 0) {
+void FlowTable::wheel_unlink(uint32_t idx) {
+  const uint32_t slot = wheel_slot_[idx];
+  if (slot == kNoSlot) return;
+  const uint32_t prev = wheel_prev_[idx], next = wheel_next_[idx];
+  if (prev != kEmpty) wheel_next_[prev] = next;
+  else wheel_head_[slot] = next;
+  if (next != kEmpty) wheel_prev_[next] = prev;
+  wheel_slot_[idx] = kNoSlot;
+}
+
+uint32_t FlowTable::advance(uint32_t now_ms) {
+  const uint32_t now_tick = tick_of(now_ms);
+  if (!wheel_started_) {
+    wheel_tick_ = now_tick - 1;
+    wheel_started_ = true;
+  }
+  uint32_t budget = kWheelBudget, reclaimed = 0;
+  constexpr uint32_t kWork = kWheelSlots;  // the list of the slot being processed
+  // After a jump of more than a round (a replay gap), one round visits every slot.
+  if (wheel_head_[kWork] == kEmpty && int32_t(now_tick - wheel_tick_) > int32_t(kWheelSlots)) {
+    wheel_tick_ = now_tick - kWheelSlots;
+  }
+  while (budget) {
+    if (wheel_head_[kWork] == kEmpty) {
+      if (int32_t(now_tick - wheel_tick_) <= 0) break;
+      --budget;  // an empty tick costs too: bounds the loop after a clock jump
+      // Take the next tick's slot as the work list; flows re-filed into the same slot while it
+      // is processed land in the (new, empty) slot list, not in the work list.
+      ++wheel_tick_;
+      const uint32_t slot = wheel_tick_ & (kWheelSlots - 1);
+      const uint32_t head = wheel_head_[slot];
+      wheel_head_[slot] = kEmpty;
+      wheel_head_[kWork] = head;
+      for (uint32_t i = head; i != kEmpty; i = wheel_next_[i]) wheel_slot_[i] = uint16_t(kWork);
+      continue;
+    }
+    const uint32_t idx = wheel_head_[kWork];
+    wheel_unlink(idx);
+    --budget;
+    Flow& f = flows_[idx];
+    if (int32_t(f.expire_ms - now_ms) <= 0) {
+      // remove() unlinks from the wheel again: a no-op for an unlinked flow.
       remove(&f);
-      ++n;
+      ++stats_.expired;
+      ++reclaimed;
+    } else {
+      wheel_insert(idx);  // refreshed since it was filed: file it under its new expiry
     }
   }
-  return n;
+  return reclaimed;
 }
 
 }  // namespace meshgate::dp

@@ -1,16 +1,22 @@
-// Per-worker connection tracking: a flow pool of one-cache-line entries and a bucketized hash
-// index that finds a flow from either direction. Owned and touched by exactly one worker; the
-// control thread only allocates it before the worker starts and reads the gauges.
+// Per-worker connection tracking. Owned and touched by exactly one worker; the control thread
+// only allocates it before the worker starts and reads gauges.
 //
-// Entry layout: client, VIP and backend endpoints (IPv4-mapped or IPv6) in 64 bytes, so IPv4 and
-// IPv6 cost the same one cache line. Index: 2-choice buckets of 8 (signature, reference) pairs,
-// 64 bytes each; every flow has two references (original and reply direction).
+// Entries: one cache line (64 bytes) for IPv4 and IPv6 alike. A flow stores the client and
+// backend endpoints in full (16-byte addresses, IPv4 mapped) and the VIP and fullnat source
+// address as AddrTable ids: storing all four addresses would take 72 bytes for IPv6.
+// Index: buckets of 8 (signature, reference) pairs, 64 bytes each, two candidate buckets per key
+// (less loaded first, one cuckoo step). A flow has one reference per direction it can be seen in:
+// original (client -> VIP) and, except for DSR, reply (backend -> client or fullnat source).
+// Aging: a timer wheel of 1.024 s ticks over doubly-linked lists kept beside the entries; a
+// refresh only moves the expiry, the wheel re-files a flow when its old slot comes round.
 #pragma once
 
 #include <cstdint>
 
 #include "dataplane/common/compiler.h"
 #include "dataplane/common/net_types.h"
+#include "dataplane/snapshot/addr_table.h"
+#include "dataplane/snapshot/snapshot.h"
 
 namespace meshgate::dp {
 
@@ -19,25 +25,36 @@ enum class TcpState : uint8_t {
   kSynSent,
   kSynRecv,
   kEstablished,
-  kFinWait,    // client sent FIN
-  kCloseWait,  // backend sent FIN
-  kLastAck,    // both sent FIN, waiting for the last ACK
+  kFinWait,    // the client sent the first FIN
+  kCloseWait,  // the backend sent the first FIN
+  kLastAck,    // both sent FIN; waiting for the ACK of the last one
   kTimeWait,
   kClose,      // reset
 };
 const char* tcp_state_name(TcpState s);
 
+// Flow::flags
+inline constexpr uint8_t kFlowSeenReply = 1 << 0;
+inline constexpr uint8_t kFlowFinOrig = 1 << 1;
+inline constexpr uint8_t kFlowFinReply = 1 << 2;
+inline constexpr uint8_t kFlowLastFinReply = 1 << 3;  // the second FIN came from the backend
+
 struct Flow {
   IpAddr client;
-  IpAddr vip;
   IpAddr backend;
   uint16_t client_port = 0;   // network order
   uint16_t vip_port = 0;      // network order
   uint16_t backend_port = 0;  // network order
-  uint8_t proto = 0;
+  uint16_t local_port = 0;    // fullnat: our source port toward the backend (network order)
+  uint32_t vip_id = 0;        // AddrTable id of the VIP
+  uint32_t local_id = 0;      // AddrTable id of the fullnat source address; 0 = none
+  uint32_t stat_id = 0;       // backend counter slot
+  uint32_t expire_ms = 0;     // worker clock; compared by signed difference (wraps in 49 days)
+  uint32_t created_ms = 0;    // worker clock, for the age in dumps
+  uint8_t proto = 0;          // 0 = free slot
   TcpState state = TcpState::kNone;
-  uint32_t stat_id = 0;    // backend counter slot
-  uint32_t expire_ms = 0;  // worker clock, ms; compared by signed difference (wraps in 49 days)
+  Mode mode = Mode::kDnat;
+  uint8_t flags = 0;
 };
 static_assert(sizeof(Flow) == 64, "a flow must stay one cache line");
 
@@ -62,12 +79,33 @@ struct Tuple {
   uint8_t proto = 0;
 };
 
+// What a new flow is translated to.
+struct FlowTarget {
+  IpAddr backend;
+  uint16_t backend_port = 0;  // network order
+  uint32_t vip_id = 0;
+  uint32_t stat_id = 0;
+  Mode mode = Mode::kDnat;
+  uint32_t local_id = 0;      // fullnat
+  uint16_t local_port = 0;    // fullnat, network order
+};
+
+struct FlowTableStats {
+  uint64_t expired = 0;   // reclaimed by timeout (wheel or lookup)
+  uint64_t evicted = 0;   // not-yet-established flows reclaimed to make room
+  uint64_t insert_failed = 0;
+};
+
 class FlowTable {
  public:
   static constexpr uint32_t kBucketEntries = 8;
   static constexpr uint32_t kEmpty = 0xffffffffu;
-  // Flows examined by each expire_some() call: bounds the per-iteration cost.
-  static constexpr uint32_t kSweepPerCall = 32;
+  static constexpr uint32_t kWheelSlots = 4096;  // 4096 ticks of 1.024 s: 70 minutes a round
+  static constexpr uint32_t kTickShift = 10;     // ms >> 10
+  // Flows the wheel examines per advance() call: bounds the time taken from packet work.
+  static constexpr uint32_t kWheelBudget = 1024;
+  // Candidates examined to find a not-yet-established flow to evict when full.
+  static constexpr uint32_t kEvictTries = 16;
 
   struct alignas(64) Bucket {
     uint32_t sig[kBucketEntries];
@@ -77,46 +115,61 @@ class FlowTable {
   // Bytes needed for `max_flows` (for EAL memory sizing).
   static size_t memory_bytes(uint32_t max_flows);
 
-  // Control thread, before the worker starts: memory from rte_zmalloc_socket on `socket`.
-  bool init(uint32_t max_flows, int socket, const ConntrackTimeouts& t);
+  // Control thread, before the worker starts: memory from rte_malloc on `socket`.
+  bool init(uint32_t max_flows, int socket, const ConntrackTimeouts& t, const AddrTable* addrs);
   void destroy();
 
-  // Hash of a tuple; lookups and inserts take it so the caller can prefetch buckets.
   static uint32_t hash(const Tuple& t);
-  void prefetch(uint32_t h) const;
+  // Bulk lookups: prefetch both candidate buckets of every packet first, then the flows whose
+  // signatures match, then look up.
+  void prefetch_buckets(uint32_t h) const;
+  void prefetch_flows(uint32_t h) const;
 
-  // Finds the flow a packet belongs to, in either direction. Expired flows are reclaimed on
-  // the way (counted in *expired) and not returned.
-  Flow* lookup(const Tuple& t, uint32_t h, uint32_t now_ms, FlowDir* dir, uint64_t* expired);
+  // The flow a packet belongs to, in either direction. Expired flows are reclaimed on the way.
+  Flow* lookup(const Tuple& t, uint32_t h, uint32_t now_ms, FlowDir* dir);
 
-  // Adds a flow (client -> vip, translated to backend). nullptr when the index or the pool is
-  // full; the caller then forwards statelessly.
-  Flow* insert(const Tuple& orig, const IpAddr& backend, uint16_t backend_port_be,
-               uint32_t stat_id, uint32_t now_ms);
-
+  // Adds a flow for the original tuple `orig`. When full, a not-yet-established flow is evicted
+  // first; nullptr when that fails too (the caller forwards statelessly).
+  Flow* insert(const Tuple& orig, const FlowTarget& to, uint32_t now_ms);
   void remove(Flow* f);
 
-  // Updates TCP state from a segment's flags and refreshes the expiry.
+  // Advances TCP state from a segment's flags (RFC 9293 §3.3.2 states, seen from the middle)
+  // and refreshes the expiry.
   void touch(Flow* f, FlowDir dir, uint8_t tcp_flags, uint32_t now_ms);
 
-  // Reclaims up to kSweepPerCall expired flows from a rotating cursor. Returns how many.
-  uint32_t expire_some(uint32_t now_ms);
+  // Runs the timer wheel up to `now_ms`, reclaiming expired flows (at most kWheelBudget
+  // examined). Returns the number reclaimed.
+  uint32_t advance(uint32_t now_ms);
+
+  // True when a flow is seen with this reply tuple (fullnat source-port choice).
+  bool reply_in_use(const Tuple& reply, uint32_t h) const;
 
   uint32_t active() const { return active_; }
-  // Flows in ESTABLISHED (TCP) right now: what a drain waits for.
   uint32_t established() const { return established_; }
   uint32_t capacity() const { return max_flows_; }
-  // Iteration for dumps (control thread, worker stopped) and tests: flow by pool index.
-  const Flow* at(uint32_t idx) const { return in_use(idx) ? &flows_[idx] : nullptr; }
+  const FlowTableStats& stats() const { return stats_; }
+  // Flow by pool index, or nullptr when the slot is free (dumps).
+  const Flow* at(uint32_t idx) const { return flows_[idx].proto ? &flows_[idx] : nullptr; }
+  Flow* mutable_at(uint32_t idx) { return idx < max_flows_ && flows_[idx].proto ? &flows_[idx] : nullptr; }
+  uint32_t index_of(const Flow* f) const { return uint32_t(f - flows_); }
+  const IpAddr& vip(const Flow& f) const { return addrs_->at(f.vip_id); }
+  const IpAddr& local(const Flow& f) const { return addrs_->at(f.local_id); }
+  // The tuple replies of `f` carry (f must not be DSR).
+  Tuple reply_tuple(const Flow& f) const;
+  Tuple original_tuple(const Flow& f) const;
 
  private:
-  bool in_use(uint32_t idx) const { return flows_[idx].proto != 0; }
   uint32_t timeout_ms(const Flow& f) const;
+  bool embryonic(const Flow& f) const;
   bool link(uint32_t h, uint32_t ref);
   void unlink(uint32_t h, uint32_t ref);
+  bool evict_one();
+  void push_embryo(uint32_t idx);
+  Flow* insert_once(const Tuple& orig, const FlowTarget& to, uint32_t now_ms, bool retry);
+  bool matches(const Flow& f, FlowDir dir, const Tuple& t) const;
   void set_state(Flow* f, TcpState s);
-  static Tuple reply_tuple(const Flow& f);
-  static bool matches(const Flow& f, FlowDir dir, const Tuple& t);
+  void wheel_insert(uint32_t idx);
+  void wheel_unlink(uint32_t idx);
 
   Flow* flows_ = nullptr;
   uint32_t* free_ = nullptr;  // stack of free pool indices
@@ -126,8 +179,24 @@ class FlowTable {
   uint32_t max_flows_ = 0;
   uint32_t active_ = 0;
   uint32_t established_ = 0;
-  uint32_t sweep_cursor_ = 0;
+  const AddrTable* addrs_ = nullptr;
   ConntrackTimeouts timeouts_;
+  FlowTableStats stats_;
+
+  // Timer wheel: slot heads (slot kWheelSlots holds the list being processed), and per flow
+  // next/prev links and its slot.
+  uint32_t* wheel_head_ = nullptr;
+  uint32_t* wheel_next_ = nullptr;
+  uint32_t* wheel_prev_ = nullptr;
+  uint16_t* wheel_slot_ = nullptr;
+  uint32_t wheel_tick_ = 0;  // last tick fully processed
+  bool wheel_started_ = false;
+
+  // Recently created not-yet-established flows, oldest first: eviction candidates.
+  uint32_t* embryo_ = nullptr;
+  uint32_t embryo_mask_ = 0;
+  uint32_t embryo_head_ = 0;
+  uint32_t embryo_tail_ = 0;
 };
 
 }  // namespace meshgate::dp

@@ -27,9 +27,11 @@ struct SnapBackend {
 
 struct SnapService {
   IpAddr vip;
+  uint32_t vip_id = 0;  // AddrTable id (flows store it instead of the address)
   uint16_t port_be = 0;
   uint8_t proto = 0;
   Mode mode = Mode::kDnat;
+  uint16_t gue_port_be = 0;  // dsr-gue: outer UDP destination port
   uint32_t first_backend = 0;  // index into Snapshot::backends
   uint32_t n_backends = 0;
   uint32_t table_offset = 0;   // index into Snapshot::lb_slots
@@ -109,6 +111,12 @@ struct StaticNeighbor {
   uint16_t port_index = 0;
 };
 
+// A fullnat source address and its AddrTable id.
+struct LocalNat {
+  IpAddr address;
+  uint32_t id = 0;
+};
+
 struct Snapshot {
   uint64_t version = 0;
   std::vector<SnapService> services;
@@ -116,6 +124,14 @@ struct Snapshot {
   std::vector<uint32_t> lb_slots;  // all services' lookup tables, back to back
   FlatIndex<ServiceKey> service_index;
   FlatIndex<BackendKey> backend_index;  // every service backend, by (address, port, proto)
+  // For backend_index entry i: the services using it, backend_services[range.first ..+second].
+  std::vector<std::pair<uint32_t, uint32_t>> backend_service_ranges;
+  std::vector<uint32_t> backend_services;
+  // Fullnat source addresses ([fullnat] local_addresses) by family; answered like VIPs.
+  std::vector<LocalNat> fullnat_v4, fullnat_v6;
+  FlatIndex<IpAddr> fullnat_index;
+  // Backends removed from services that reset their flows (bit per stat id); empty when none.
+  std::vector<uint64_t> reset_stat_ids;
   std::vector<IpAddr> vips;        // distinct VIP addresses (answer ARP/NDP/echo)
   FlatIndex<IpAddr> vip_index;
   std::vector<IpAddr> local_addresses;  // every port address
@@ -134,6 +150,22 @@ struct Snapshot {
   bool is_vip(const IpAddr& a) const { return vip_index.find(a) >= 0; }
   bool is_backend(const IpAddr& a, uint16_t port_be, uint8_t proto) const {
     return backend_index.find(BackendKey{a, port_be, proto}) >= 0;
+  }
+  // Indices (into services) of the services that have this backend; count 0 when none.
+  const uint32_t* services_of_backend(const IpAddr& a, uint16_t port_be, uint8_t proto,
+                                      uint32_t* count) const {
+    const int32_t i = backend_index.find(BackendKey{a, port_be, proto});
+    if (i < 0) {
+      *count = 0;
+      return nullptr;
+    }
+    *count = backend_service_ranges[uint32_t(i)].second;
+    return &backend_services[backend_service_ranges[uint32_t(i)].first];
+  }
+  bool is_fullnat_address(const IpAddr& a) const { return fullnat_index.find(a) >= 0; }
+  bool reset_flows_of(uint32_t stat_id) const {
+    const uint32_t w = stat_id >> 6;
+    return w < reset_stat_ids.size() && (reset_stat_ids[w] >> (stat_id & 63) & 1);
   }
   // Port index owning local address `a`, or -1.
   int32_t local_port(const IpAddr& a) const {

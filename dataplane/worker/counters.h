@@ -31,6 +31,13 @@ struct MG_CACHE_ALIGNED WorkerCounters {
   uint64_t flows_active = 0;  // gauge
   uint64_t flows_established = 0;  // gauge: TCP flows in ESTABLISHED
   uint64_t stateless_packets = 0;  // forwarded without a flow entry: the table was full
+  uint64_t flows_evicted = 0;      // not-yet-established flows reclaimed to make room
+  uint64_t handoff_in = 0;         // packets received from other workers' rings
+  uint64_t handoff_out = 0;        // packets sent to the owning worker's ring
+  uint64_t icmp_errors_translated = 0;
+  uint64_t icmp_errors_sent = 0;   // time exceeded, fragmentation needed / packet too big
+  uint64_t icmp_rate_limited = 0;  // errors not sent: over the rate limit
+  uint64_t fragments_followed = 0; // later fragments translated like their first
   uint64_t arp_replies = 0;
   uint64_t nd_adverts = 0;
   uint64_t echo_replies = 0;
@@ -47,7 +54,7 @@ struct MG_CACHE_ALIGNED WorkerCounters {
 struct BackendCounters {
   uint64_t packets = 0;
   uint64_t bytes = 0;
-  uint64_t flows = 0;
+  uint64_t flows = 0;   // flows created (counter)
 };
 
 // Backend counter slots per worker; stat ids beyond it share slot 0 ("other").

@@ -15,13 +15,17 @@ struct FlowRecord {
   IpAddr client;
   IpAddr vip;
   IpAddr backend;
-  uint16_t client_port = 0;  // host order
+  IpAddr local;               // fullnat source address (zero otherwise)
+  uint16_t client_port = 0;   // host order
   uint16_t vip_port = 0;
   uint16_t backend_port = 0;
+  uint16_t local_port = 0;
   uint8_t proto = 0;
   TcpState state = TcpState::kNone;
+  Mode mode = Mode::kDnat;
   uint32_t stat_id = 0;
   int64_t expires_in_ms = 0;  // at the time of the copy, on the worker's clock
+  uint32_t age_ms = 0;
   uint16_t worker = 0;
 };
 

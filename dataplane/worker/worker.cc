@@ -1,5 +1,6 @@
 #include "dataplane/worker/worker.h"
 
+#include <arpa/inet.h>
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_ip.h>
@@ -13,11 +14,11 @@
 #include <rte_ring.h>
 #include <rte_ring_elem.h>
 
-#include <arpa/inet.h>
-
 #include <new>
 
 #include "dataplane/lb/lb.h"
+#include "dataplane/nat/encap.h"
+#include "dataplane/nat/icmp_error.h"
 #include "dataplane/nat/nat.h"
 #include "dataplane/packet/checksum.h"
 #include "dataplane/packet/wire.h"
@@ -32,6 +33,8 @@ constexpr uint32_t kNdpMinLen = 24;    // NS / NA without options
 constexpr uint64_t kReplayIdleNs = 2'000'000'000ull;
 
 uint32_t now_ms_of(uint64_t ns) { return uint32_t(ns / 1'000'000); }
+
+bool is_dsr(Mode m) { return m == Mode::kDsrIpip || m == Mode::kDsrGue; }
 
 // One's-complement sum over [off, off+len) of a possibly segmented mbuf.
 uint32_t mbuf_sum(const rte_mbuf* m, uint32_t off, uint32_t len) {
@@ -50,27 +53,32 @@ Worker::~Worker() {
   rte_free(backend_counters_);
   rte_free(neighbors_);
   rte_free(pending_);
+  rte_free(frags_);
 }
 
 bool Worker::init(const WorkerParams& p) {
   p_ = p;
   MG_CHECK(p_.ports.size() <= kMaxPorts);
-  for (auto& v : port_index_by_id_) v = -1;
-  for (const auto& port : p_.ports) port_index_by_id_[port.port_id & 0xff] = int8_t(port.index);
+  MG_CHECK(p_.n_workers >= 1 && p_.n_workers <= kMaxWorkers && p_.index < p_.n_workers);
   backend_counters_ = static_cast<BackendCounters*>(rte_zmalloc_socket(
       "mg_backend_ctr", sizeof(BackendCounters) * kMaxBackendStats, 64, p_.socket));
   void* nmem = rte_zmalloc_socket("mg_neigh", sizeof(NeighborCache), 64, p_.socket);
   void* pmem = rte_zmalloc_socket("mg_pending", sizeof(PendingQueue), 64, p_.socket);
-  if (!backend_counters_ || !nmem || !pmem) {
+  void* fmem = rte_zmalloc_socket("mg_frags", sizeof(FragTable), 64, p_.socket);
+  if (!backend_counters_ || !nmem || !pmem || !fmem) {
     rte_free(nmem);
     rte_free(pmem);
+    rte_free(fmem);
     return false;
   }
   neighbors_ = new (nmem) NeighborCache();
   pending_ = new (pmem) PendingQueue();
-  if (!flows_.init(p_.max_flows, p_.socket, p_.timeouts)) return false;
+  frags_ = new (fmem) FragTable();
+  if (!flows_.init(p_.max_flows, p_.socket, p_.timeouts, p_.addrs)) return false;
   tsc_hz_ = rte_get_tsc_hz();
   tsc_start_ = rte_rdtsc();
+  // Spread the workers' fullnat port searches.
+  fullnat_cursor_ = p_.index * 7919u;
   return true;
 }
 
@@ -129,16 +137,14 @@ uint32_t Worker::poll_once() {
       if (p_.replay) update_clock(pkts, n);
       process_burst(port.index, pkts, n);
     }
+    if (p_.n_workers > 1) drain_handoff();
     if (pending_->size()) service_pending();
     if (p_.neighbor_in) drain_neighbor_ring();
     if (dump_req_.load(std::memory_order_relaxed)) serve_flow_dump();
-    const uint32_t expired = flows_.expire_some(now_ms_of(now_ns_));
-    if (expired) counter_add(counters_.flows_expired, expired);
+    flows_.advance(now_ms_of(now_ns_));
     flush_tx();
   }
-  counter_add(counters_.flows_active, int64_t(flows_.active()) - int64_t(counters_.flows_active));
-  counter_add(counters_.flows_established,
-              int64_t(flows_.established()) - int64_t(counters_.flows_established));
+  sync_table_counters();
   counter_add(counters_.pending_now, int64_t(pending_->size()) - int64_t(counters_.pending_now));
   counter_add(counters_.loops, 1);
   if (total) {
@@ -150,6 +156,15 @@ uint32_t Worker::poll_once() {
   return total;
 }
 
+void Worker::sync_table_counters() {
+  const FlowTableStats& ts = flows_.stats();
+  counter_add(counters_.flows_active, int64_t(flows_.active()) - int64_t(counters_.flows_active));
+  counter_add(counters_.flows_established,
+              int64_t(flows_.established()) - int64_t(counters_.flows_established));
+  counter_add(counters_.flows_expired, ts.expired - counters_.flows_expired);
+  counter_add(counters_.flows_evicted, ts.evicted - counters_.flows_evicted);
+}
+
 void Worker::finish() {
   flush_tx();
   while (pending_->size()) {
@@ -157,7 +172,38 @@ void Worker::finish() {
     pending_->erase(0);
   }
   counters_.pending_now = 0;
+  // Packets other workers handed over after we stopped polling: they were counted out there.
+  for (uint32_t w = 0; w < p_.n_workers; ++w) {
+    if (!p_.handoff_from[w]) continue;
+    void* objs[kBurst];
+    unsigned n;
+    while ((n = rte_ring_dequeue_burst(p_.handoff_from[w], objs, kBurst, nullptr)) > 0) {
+      counter_add(counters_.handoff_in, n);
+      for (unsigned i = 0; i < n; ++i) drop(static_cast<rte_mbuf*>(objs[i]), Drop::kHandoffFull);
+    }
+  }
+  sync_table_counters();
 }
+
+void Worker::drain_handoff() {
+  for (uint32_t w = 0; w < p_.n_workers; ++w) {
+    rte_ring* r = p_.handoff_from[w];
+    if (!r) continue;
+    rte_mbuf* pkts[kBurst];
+    const unsigned n = rte_ring_dequeue_burst(r, reinterpret_cast<void**>(pkts), kBurst, nullptr);
+    if (n == 0) continue;
+    counter_add(counters_.handoff_in, n);
+    process_burst(kFromHandoff, pkts, uint16_t(n));
+  }
+}
+
+void Worker::handoff(uint16_t i, int target, rte_mbuf* m) {
+  m->hash.usr = visited_[i] | 1u << p_.index;
+  out_[i] = uint16_t(target);
+  next_[i] = kNextHandoff;
+}
+
+// ---- flow dumps --------------------------------------------------------------------------
 
 bool Worker::post_flow_dump(FlowDumpRequest* r) {
   r->count = 0;
@@ -189,15 +235,19 @@ bool Worker::copy_flows(FlowDumpRequest* r, uint32_t budget) const {
     if (!f) continue;
     FlowRecord& o = r->records[r->count++];
     o.client = f->client;
-    o.vip = f->vip;
+    o.vip = flows_.vip(*f);
     o.backend = f->backend;
+    o.local = f->local_id ? flows_.local(*f) : IpAddr{};
     o.client_port = ntohs(f->client_port);
     o.vip_port = ntohs(f->vip_port);
     o.backend_port = ntohs(f->backend_port);
+    o.local_port = ntohs(f->local_port);
     o.proto = f->proto;
     o.state = f->state;
+    o.mode = f->mode;
     o.stat_id = f->stat_id;
     o.expires_in_ms = int32_t(f->expire_ms - now_ms);
+    o.age_ms = now_ms - f->created_ms;
     o.worker = p_.index;
   }
   return r->cursor >= cap || r->count >= r->max;
@@ -217,11 +267,12 @@ void Worker::update_clock(rte_mbuf** pkts, uint16_t n) {
 void Worker::process_burst(uint16_t in_port, rte_mbuf** pkts, uint16_t n) {
   stage_parse(in_port, pkts, n);
   stage_classify(pkts, n);
-  stage_l2(in_port, pkts, n);
+  if (in_port != kFromHandoff) stage_l2(in_port, pkts, n);
   // Services before the flow lookup of everything else: a reply in the same burst as the
   // packet that creates its flow (a replayed capture) must find that flow.
   stage_service(pkts, n);
   stage_lookup(pkts, n);
+  stage_icmp_error(pkts, n);
   stage_local(pkts, n);
   stage_reply(pkts, n);
   stage_route(pkts, n);
@@ -231,23 +282,27 @@ void Worker::process_burst(uint16_t in_port, rte_mbuf** pkts, uint16_t n) {
 // ---- parse -------------------------------------------------------------------------------
 
 void Worker::stage_parse(uint16_t in_port, rte_mbuf** pkts, uint16_t n) {
-  const MacAddr& our_mac = p_.ports[in_port].mac;
+  const bool handed = in_port == kFromHandoff;
+  const MacAddr* our_mac = handed ? nullptr : &p_.ports[in_port].mac;
   for (uint16_t i = 0; i < n; ++i) {
     if (i + 2 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 2], void*));
     rte_mbuf* m = pkts[i];
     const uint8_t* data = rte_pktmbuf_mtod(m, const uint8_t*);
     flow_[i] = nullptr;
-    forward_[i] = false;
-    if (m->data_len >= kEthHdrLen && !(data[0] & 1) &&
-        std::memcmp(data, our_mac.b.data(), 6) != 0) {
+    egress_[i] = Egress{};
+    extra_[i].m = nullptr;
+    visited_[i] = handed ? m->hash.usr : 0;
+    if (our_mac && m->data_len >= kEthHdrLen && !(data[0] & 1) &&
+        std::memcmp(data, our_mac->b.data(), 6) != 0) {
       next_[i] = kNextDrop;
       drop_[i] = Drop::kL2NotForUs;
       continue;
     }
     const uint64_t ip_ck = m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK;
     Drop d = parse_frame(data, m->data_len, m->pkt_len, &meta_[i],
-                         ip_ck != RTE_MBUF_F_RX_IP_CKSUM_GOOD);
-    if (d == Drop::kNone && ip_ck == RTE_MBUF_F_RX_IP_CKSUM_BAD && meta_[i].l3 == L3::kIpv4) {
+                         !handed && ip_ck != RTE_MBUF_F_RX_IP_CKSUM_GOOD);
+    if (d == Drop::kNone && !handed && ip_ck == RTE_MBUF_F_RX_IP_CKSUM_BAD &&
+        meta_[i].l3 == L3::kIpv4) {
       d = Drop::kIpv4BadChecksum;
     }
     if (d != Drop::kNone) {
@@ -269,46 +324,26 @@ void Worker::stage_classify(rte_mbuf** pkts, uint16_t n) {
     if (m.l3 == L3::kIpv6 && m.l4_proto == kProtoIcmp6 && m.has_l4() &&
         m.icmp_type >= kNdpRouterSolicit && m.icmp_type <= kNdpRedirect) {
       next_[i] = kNextNdp;
-    } else if (m.has_l4() && (m.l4_proto == kProtoTcp || m.l4_proto == kProtoUdp) &&
-               snap_->find_service(m.dst, m.dport, m.l4_proto)) {
-      next_[i] = kNextService;
-    } else {
-      next_[i] = kNextLookup;
+      continue;
     }
+    if (is_icmp_error(m)) {
+      next_[i] = kNextIcmpError;
+      continue;
+    }
+    const bool l4 = m.has_l4() && (m.l4_proto == kProtoTcp || m.l4_proto == kProtoUdp);
+    if (l4) {
+      // Bulk lookup, first phase: hash every packet and prefetch its two buckets.
+      hash_[i] = FlowTable::hash(Tuple{m.src, m.dst, m.sport, m.dport, m.l4_proto});
+      flows_.prefetch_buckets(hash_[i]);
+    }
+    next_[i] = l4 && snap_->find_service(m.dst, m.dport, m.l4_proto) ? kNextService : kNextLookup;
   }
-}
-
-void Worker::stage_lookup(rte_mbuf** pkts, uint16_t n) {
-  const uint32_t now_ms = now_ms_of(now_ns_);
+  // Second phase: the buckets have had the rest of the burst to arrive; prefetch the flows
+  // whose signatures match.
   for (uint16_t i = 0; i < n; ++i) {
-    if (next_[i] != kNextLookup) continue;
-    const PacketMeta& m = meta_[i];
-    if (m.has_l4() && (m.l4_proto == kProtoTcp || m.l4_proto == kProtoUdp)) {
-      const Tuple t{m.src, m.dst, m.sport, m.dport, m.l4_proto};
-      FlowDir dir;
-      uint64_t expired = 0;
-      Flow* f = flows_.lookup(t, FlowTable::hash(t), now_ms, &dir, &expired);
-      if (expired) counter_add(counters_.flows_expired, expired);
-      if (f) {
-        if (m.ttl <= 1) {
-          next_[i] = kNextDrop;
-          drop_[i] = Drop::kTtlExceeded;
-        } else if (dir == FlowDir::kReply) {
-          flow_[i] = f;
-          next_[i] = kNextReply;
-        } else {
-          // A tracked flow keeps going after its service left the snapshot.
-          forward(pkts[i], i, f, f->backend, f->backend_port, f->stat_id);
-        }
-        continue;
-      }
-    }
-    if (snap_->local_port(m.dst) >= 0 || snap_->is_vip(m.dst)) {
-      next_[i] = kNextLocal;
-    } else {
-      next_[i] = kNextDrop;
-      drop_[i] = m.has_l4() && snap_->is_backend(m.src, m.sport, m.l4_proto) ? Drop::kReplyNoFlow
-                                                                               : Drop::kNoService;
+    if (next_[i] == kNextService || (next_[i] == kNextLookup && meta_[i].has_l4() &&
+                                     (meta_[i].l4_proto == kProtoTcp || meta_[i].l4_proto == kProtoUdp))) {
+      flows_.prefetch_flows(hash_[i]);
     }
   }
 }
@@ -334,7 +369,8 @@ void Worker::handle_arp(uint16_t in_port, rte_mbuf* mb, uint16_t i) {
     next_[i] = kNextConsumed;
     return;
   }
-  const bool ours = snap_->local_port(m.arp_tpa) == int32_t(in_port) || snap_->is_vip(m.arp_tpa);
+  const bool ours = snap_->local_port(m.arp_tpa) == int32_t(in_port) || snap_->is_vip(m.arp_tpa) ||
+                    snap_->is_fullnat_address(m.arp_tpa);
   // RFC 826 merge: refresh a sender we already know; learn it when it asks for us.
   if (sender_ok && (ours || neighbors_->find(m.arp_spa))) learn(m.arp_spa, m.arp_sha, in_port, true);
   if (!ours) {
@@ -411,7 +447,8 @@ void Worker::handle_ndp(uint16_t in_port, rte_mbuf* mb, uint16_t i) {
     std::memcpy(mac.b.data(), lla, 6);
     learn(m.src, mac, in_port, true);
   }
-  const bool ours = snap_->local_port(target) == int32_t(in_port) || snap_->is_vip(target);
+  const bool ours = snap_->local_port(target) == int32_t(in_port) || snap_->is_vip(target) ||
+                    snap_->is_fullnat_address(target);
   if (!ours) {
     next_[i] = kNextDrop;
     drop_[i] = Drop::kNdpIgnored;
@@ -461,6 +498,434 @@ void Worker::handle_ndp(uint16_t in_port, rte_mbuf* mb, uint16_t i) {
   next_[i] = kNextTx;
 }
 
+// ---- services ----------------------------------------------------------------------------
+
+void Worker::stage_service(rte_mbuf** pkts, uint16_t n) {
+  const uint32_t now_ms = now_ms_of(now_ns_);
+  for (uint16_t i = 0; i < n; ++i) {
+    if (next_[i] != kNextService) continue;
+    const PacketMeta& m = meta_[i];
+    rte_mbuf* mb = pkts[i];
+    if (m.ttl <= 1) {
+      send_icmp_error(mb, m, i, m.l3 == L3::kIpv4 ? kIcmpTimeExceeded : kIcmp6TimeExceeded, 0,
+                      0);
+      next_[i] = kNextDrop;
+      drop_[i] = Drop::kTtlExceeded;
+      continue;
+    }
+    const Tuple t{m.src, m.dst, m.sport, m.dport, m.l4_proto};
+    const uint32_t h = hash_[i];
+    FlowDir dir;
+    Flow* f = flows_.lookup(t, h, now_ms, &dir);
+    if (f && snap_->reset_flows_of(f->stat_id)) {
+      flows_.remove(f);
+      next_[i] = kNextDrop;
+      drop_[i] = Drop::kBackendRemoved;
+      continue;
+    }
+    if (f) {
+      forward_flow(mb, i, f);
+    } else {
+      if (draining_.load(std::memory_order_relaxed)) {
+        next_[i] = kNextDrop;
+        drop_[i] = Drop::kDraining;
+        continue;
+      }
+      const SnapService* svc = snap_->find_service(m.dst, m.dport, m.l4_proto);
+      const uint32_t bi =
+          svc->table_size ? lb_lookup(&snap_->lb_slots[svc->table_offset], svc->table_size, h)
+                          : kNoBackend;
+      if (bi == kNoBackend) {
+        next_[i] = kNextDrop;
+        drop_[i] = Drop::kNoBackend;
+        continue;
+      }
+      const SnapBackend& be = snap_->backends[svc->first_backend + bi];
+      FlowTarget to;
+      to.backend = be.address;
+      to.backend_port = be.port_be;
+      to.vip_id = svc->vip_id;
+      to.stat_id = be.stat_id < kMaxBackendStats ? be.stat_id : 0;
+      to.mode = svc->mode;
+      if (to.mode == Mode::kFullnat) {
+        Drop why;
+        if (!pick_fullnat(be.address, be.port_be, m.l4_proto, h, &to, &why)) {
+          next_[i] = kNextDrop;
+          drop_[i] = why;
+          continue;
+        }
+      }
+      f = flows_.insert(t, to, now_ms);
+      if (f) {
+        counter_add(backend_counters_[to.stat_id].flows, 1);
+        counter_add(counters_.flows_created, 1);
+        forward_flow(mb, i, f);
+      } else if (to.mode == Mode::kFullnat) {
+        // Without an entry a fullnat reply could not be translated back.
+        next_[i] = kNextDrop;
+        drop_[i] = Drop::kFlowTableFull;
+        continue;
+      } else {
+        // Table full: the packet still goes to the backend Maglev picks, the one it would have
+        // had (stateless forwarding, like Katran).
+        counter_add(counters_.stateless_packets, 1);
+        if (is_dsr(to.mode)) {
+          egress_[i].gue = to.mode == Mode::kDsrGue;
+          egress_[i].gue_port_be = svc->gue_port_be;
+        }
+        forward(mb, i, to, h);
+      }
+    }
+    if (f && m.is_fragment()) {
+      frags_->remember(m.src, m.dst, m.l4_proto, m.ip_id, flows_.index_of(f),
+                       f->created_ms, uint8_t(FlowDir::kOriginal), now_ms);
+    }
+  }
+}
+
+void Worker::forward_flow(rte_mbuf* mb, uint16_t i, Flow* f) {
+  const PacketMeta& m = meta_[i];
+  flows_.touch(f, FlowDir::kOriginal, m.tcp_flags, now_ms_of(now_ns_));
+  FlowTarget to;
+  to.backend = f->backend;
+  to.backend_port = f->backend_port;
+  to.stat_id = f->stat_id;
+  to.mode = f->mode;
+  to.local_id = f->local_id;
+  to.local_port = f->local_port;
+  if (is_dsr(f->mode)) {
+    const SnapService* svc = snap_->find_service(m.dst, m.dport, m.l4_proto);
+    egress_[i].gue = f->mode == Mode::kDsrGue;
+    // The GUE port of the service as it is now; a service gone from the snapshot keeps the
+    // default so its flows still reach their backend.
+    egress_[i].gue_port_be = svc ? svc->gue_port_be : uint16_t(htons(6080));
+  }
+  forward(mb, i, to, FlowTable::hash(Tuple{m.src, m.dst, m.sport, m.dport, m.l4_proto}));
+}
+
+void Worker::forward(rte_mbuf* mb, uint16_t i, const FlowTarget& to, uint32_t flow_hash) {
+  PacketMeta& m = meta_[i];
+  counter_add(backend_counters_[to.stat_id].packets, 1);
+  counter_add(backend_counters_[to.stat_id].bytes, mb->pkt_len);
+  uint8_t* data = rte_pktmbuf_mtod(mb, uint8_t*);
+  egress_[i].decrement_ttl = true;
+  switch (to.mode) {
+    case Mode::kFullnat:
+      nat_rewrite<false>(data, &m, p_.addrs->at(to.local_id), to.local_port);
+      nat_rewrite<true>(data, &m, to.backend, to.backend_port);
+      break;
+    case Mode::kDsrIpip:
+    case Mode::kDsrGue:
+      // The packet stays addressed to the VIP; the route stage wraps it toward the backend.
+      egress_[i].encap = true;
+      egress_[i].tunnel_dst = to.backend;
+      egress_[i].flow_hash = flow_hash;
+      break;
+    default:
+      nat_rewrite<true>(data, &m, to.backend, to.backend_port);
+      break;
+  }
+  next_[i] = kNextRoute;
+}
+
+void Worker::reverse(rte_mbuf* mb, uint16_t i, Flow* f) {
+  PacketMeta& m = meta_[i];
+  flows_.touch(f, FlowDir::kReply, m.tcp_flags, now_ms_of(now_ns_));
+  counter_add(backend_counters_[f->stat_id].packets, 1);
+  counter_add(backend_counters_[f->stat_id].bytes, mb->pkt_len);
+  uint8_t* data = rte_pktmbuf_mtod(mb, uint8_t*);
+  nat_rewrite<false>(data, &m, flows_.vip(*f), f->vip_port);
+  if (f->mode == Mode::kFullnat) nat_rewrite<true>(data, &m, f->client, f->client_port);
+  egress_[i].decrement_ttl = true;
+  next_[i] = kNextRoute;
+}
+
+bool Worker::pick_fullnat(const IpAddr& backend, uint16_t backend_port_be, uint8_t proto,
+                          uint32_t flow_hash, FlowTarget* to, Drop* why) {
+  const std::vector<LocalNat>& pool = backend.is_v4() ? snap_->fullnat_v4 : snap_->fullnat_v6;
+  if (pool.empty()) {
+    *why = Drop::kFullnatNoAddress;
+    return false;
+  }
+  const LocalNat& local = pool[flow_hash % pool.size()];
+  // The reply (backend -> local:port) arrives on the port toward the backend; its RSS decides
+  // which queue, i.e. which worker, sees it.
+  const int port = egress_port(backend);
+  const RssPredictor* rss = port >= 0 ? p_.rss[port] : nullptr;
+  const uint32_t fixed = rss ? rss->fixed_hash(backend, local.address, backend_port_be) : 0;
+  const bool v4 = backend.is_v4();
+  // Only ports of this worker's residue (port % workers == index): any worker receiving a
+  // reply knows its owner from the destination port alone.
+  const uint32_t nw = p_.n_workers;
+  const uint32_t first = kFullnatFirstPort + (p_.index + nw - kFullnatFirstPort % nw) % nw;
+  const uint32_t count = (65535 - first) / nw + 1;
+  for (uint32_t tries = 0; tries < kFullnatMaxTries; ++tries) {
+    fullnat_cursor_ = (fullnat_cursor_ + 1) % count;
+    const uint16_t port_host = uint16_t(first + fullnat_cursor_ * nw);
+    if (rss && tries < kFullnatRssTries &&
+        rss->queue_of(rss->with_dport(fixed, v4, port_host)) != p_.index) {
+      continue;
+    }
+    const uint16_t port_be = htons(port_host);
+    const Tuple reply{backend, local.address, backend_port_be, port_be, proto};
+    if (flows_.reply_in_use(reply, FlowTable::hash(reply))) continue;
+    to->local_id = local.id;
+    to->local_port = port_be;
+    return true;
+  }
+  *why = Drop::kFullnatNoPort;
+  return false;
+}
+
+// ---- everything that is not a service ----------------------------------------------------
+
+int Worker::handoff_target(const IpAddr& src, uint16_t sport_be, const IpAddr& dst,
+                           uint16_t dport_be, uint8_t proto, uint32_t visited) const {
+  if (p_.n_workers == 1) return -1;
+  visited |= 1u << p_.index;
+  if (snap_->is_fullnat_address(dst)) {
+    // Fullnat source ports encode their owner.
+    const uint32_t owner = ntohs(dport_be) % p_.n_workers;
+    return visited >> owner & 1 ? -1 : int(owner);
+  }
+  uint32_t count = 0;
+  const uint32_t* svcs = snap_->services_of_backend(src, sport_be, proto, &count);
+  if (!svcs) return -1;
+  // The client's packets reached the worker RSS picked for (client -> VIP): predict it.
+  const int port = egress_port(dst);
+  const RssPredictor* rss = port >= 0 ? p_.rss[port] : nullptr;
+  for (uint32_t k = 0; rss && k < count && k < 4; ++k) {
+    const SnapService& s = snap_->services[svcs[k]];
+    const uint32_t q = rss->queue(dst, s.vip, dport_be, s.port_be);
+    if (q < p_.n_workers && !(visited >> q & 1)) return int(q);
+  }
+  // Otherwise every worker in turn (bounded by the visited mask).
+  for (uint32_t w = 0; w < p_.n_workers; ++w) {
+    if (!(visited >> w & 1)) return int(w);
+  }
+  return -1;
+}
+
+Drop Worker::follow_fragment(rte_mbuf* mb, uint16_t i) {
+  PacketMeta& m = meta_[i];
+  const FragTable::Entry* e = frags_->find(m.src, m.dst, m.l4_proto, m.ip_id, now_ms_of(now_ns_));
+  if (!e) return Drop::kFragmentNoFirst;
+  Flow* f = flows_.mutable_at(e->flow_idx);
+  if (!f || f->created_ms != e->flow_created) return Drop::kFragmentNoFirst;
+  if (m.ttl <= 1) return Drop::kTtlExceeded;
+  counter_add(counters_.fragments_followed, 1);
+  if (FlowDir(e->dir) == FlowDir::kReply) {
+    reverse(mb, i, f);
+  } else {
+    forward_flow(mb, i, f);
+  }
+  return Drop::kNone;
+}
+
+void Worker::stage_lookup(rte_mbuf** pkts, uint16_t n) {
+  const uint32_t now_ms = now_ms_of(now_ns_);
+  for (uint16_t i = 0; i < n; ++i) {
+    if (next_[i] != kNextLookup) continue;
+    const PacketMeta& m = meta_[i];
+    const bool l4 = m.has_l4() && (m.l4_proto == kProtoTcp || m.l4_proto == kProtoUdp);
+    if (m.is_fragment() && !m.has_l4()) {
+      const Drop d = follow_fragment(pkts[i], i);
+      if (d != Drop::kNone) {
+        next_[i] = kNextDrop;
+        // To the gateway itself fragments are not reassembled; elsewhere the datagram's first
+        // fragment (with the ports) is missing.
+        const bool own = snap_->local_port(m.dst) >= 0;
+        drop_[i] = d == Drop::kFragmentNoFirst && own ? Drop::kFragmentUnsupported : d;
+      }
+      continue;
+    }
+    if (l4) {
+      const Tuple t{m.src, m.dst, m.sport, m.dport, m.l4_proto};
+      FlowDir dir;
+      Flow* f = flows_.lookup(t, hash_[i], now_ms, &dir);
+      if (f) {
+        if (m.ttl <= 1) {
+          send_icmp_error(pkts[i], m, i,
+                          m.l3 == L3::kIpv4 ? kIcmpTimeExceeded : kIcmp6TimeExceeded, 0, 0);
+          next_[i] = kNextDrop;
+          drop_[i] = Drop::kTtlExceeded;
+        } else if (snap_->reset_flows_of(f->stat_id)) {
+          flows_.remove(f);
+          next_[i] = kNextDrop;
+          drop_[i] = Drop::kBackendRemoved;
+        } else if (dir == FlowDir::kReply) {
+          flow_[i] = f;
+          next_[i] = kNextReply;
+          if (m.is_fragment()) {
+            frags_->remember(m.src, m.dst, m.l4_proto, m.ip_id,
+                             flows_.index_of(f), f->created_ms,
+                             uint8_t(FlowDir::kReply), now_ms);
+          }
+        } else {
+          // A tracked flow keeps going after its service left the snapshot.
+          forward_flow(pkts[i], i, f);
+        }
+        continue;
+      }
+      const int target = handoff_target(m.src, m.sport, m.dst, m.dport, m.l4_proto, visited_[i]);
+      if (target >= 0) {
+        handoff(i, target, pkts[i]);
+        continue;
+      }
+      if (snap_->is_fullnat_address(m.dst) || snap_->is_backend(m.src, m.sport, m.l4_proto)) {
+        next_[i] = kNextDrop;
+        drop_[i] = Drop::kReplyNoFlow;
+        continue;
+      }
+    }
+    if (is_local_like(m.dst)) {
+      next_[i] = kNextLocal;
+    } else {
+      next_[i] = kNextDrop;
+      drop_[i] = Drop::kNoService;
+    }
+  }
+}
+
+// ---- ICMP errors -------------------------------------------------------------------------
+
+bool Worker::translate_icmp_error(rte_mbuf* mb, PacketMeta& m, int* target, uint32_t visited) {
+  *target = -1;
+  uint8_t* data = rte_pktmbuf_mtod(mb, uint8_t*);
+  IcmpQuote q;
+  if (mb->nb_segs != 1 || !parse_icmp_quote(data, mb->data_len, m, &q)) return false;
+  // The quoted packet went the other way: its reverse is a flow tuple we hold.
+  const Tuple key{q.dst, q.src, q.dport, q.sport, q.proto};
+  FlowDir dir;
+  Flow* f = flows_.lookup(key, FlowTable::hash(key), now_ms_of(now_ns_), &dir);
+  if (!f || is_dsr(f->mode)) {
+    if (!f) *target = handoff_target(key.src, key.sport, key.dst, key.dport, key.proto, visited);
+    return false;
+  }
+  uint8_t* ip = data + m.l3_off;
+  uint8_t* outer_src = ip + (m.l3 == L3::kIpv4 ? 12 : 8);
+  uint8_t* outer_dst = ip + (m.l3 == L3::kIpv4 ? 16 : 24);
+  const uint32_t alen = m.l3 == L3::kIpv4 ? 4 : 16;
+  auto put = [&](uint8_t* field, const IpAddr& a) {
+    std::memcpy(field, m.l3 == L3::kIpv4 ? a.v4_ptr() : a.b, alen);
+  };
+  const IpAddr& vip = flows_.vip(*f);
+  if (dir == FlowDir::kReply) {
+    // About a packet we sent toward the backend; the error travels to the client.
+    rewrite_quote(data, q, false, vip, f->vip_port);
+    if (f->mode == Mode::kFullnat) {
+      rewrite_quote(data, q, true, f->client, f->client_port);
+      put(outer_dst, f->client);
+      m.dst = f->client;
+    }
+    if (m.src == f->backend) {
+      put(outer_src, vip);
+      m.src = vip;
+    }
+  } else {
+    // About a reply we sent toward the client; the error travels to the backend.
+    rewrite_quote(data, q, true, f->backend, f->backend_port);
+    put(outer_dst, f->backend);
+    m.dst = f->backend;
+    if (f->mode == Mode::kFullnat) {
+      rewrite_quote(data, q, false, flows_.local(*f), f->local_port);
+      put(outer_src, flows_.local(*f));
+      m.src = flows_.local(*f);
+    }
+  }
+  finish_icmp_error(data, m);
+  counter_add(counters_.icmp_errors_translated, 1);
+  return true;
+}
+
+void Worker::stage_icmp_error(rte_mbuf** pkts, uint16_t n) {
+  for (uint16_t i = 0; i < n; ++i) {
+    if (next_[i] != kNextIcmpError) continue;
+    PacketMeta& m = meta_[i];
+    int target;
+    if (translate_icmp_error(pkts[i], m, &target, visited_[i])) {
+      if (m.ttl <= 1) {
+        next_[i] = kNextDrop;
+        drop_[i] = Drop::kTtlExceeded;  // RFC 1812 §4.3.2.7: no error about an error
+        continue;
+      }
+      egress_[i].decrement_ttl = true;
+      next_[i] = kNextRoute;
+    } else if (target >= 0) {
+      handoff(i, target, pkts[i]);
+    } else if (is_local_like(m.dst) && !snap_->is_vip(m.dst) &&
+               !snap_->is_fullnat_address(m.dst)) {
+      next_[i] = kNextDrop;
+      drop_[i] = Drop::kLocalUnhandled;  // errors about the gateway's own packets
+    } else {
+      next_[i] = kNextDrop;
+      drop_[i] = Drop::kIcmpErrorNoFlow;
+    }
+  }
+}
+
+void Worker::send_icmp_error(const rte_mbuf* orig, const PacketMeta& om, uint16_t i,
+                             uint8_t type, uint8_t code, uint32_t mtu) {
+  // RFC 1812 §4.3.2.7: never about an ICMP error, a non-first fragment, or a multicast source.
+  if (om.l4_proto == (om.l3 == L3::kIpv4 ? kProtoIcmp : kProtoIcmp6) && is_icmp_error(om)) return;
+  if (om.is_fragment() && !om.has_l4()) return;
+  if (!icmp_token()) {
+    counter_add(counters_.icmp_rate_limited, 1);
+    return;
+  }
+  const int port = egress_port(om.src);
+  const IpPrefix* from = port >= 0 ? source_for(uint16_t(port), om.src) : nullptr;
+  if (!from) return;
+  rte_mbuf* mb = rte_pktmbuf_alloc(p_.pool);
+  counter_add(counters_.generated, 1);
+  if (!mb) {
+    counter_add(counters_.drops[uint32_t(Drop::kMbufExhausted)], 1);
+    return;
+  }
+  const bool v4 = om.l3 == L3::kIpv4;
+  uint8_t* out = rte_pktmbuf_mtod(mb, uint8_t*);
+  const uint8_t* ip = rte_pktmbuf_mtod_offset(orig, const uint8_t*, om.l3_off);
+  const uint32_t ip_len = std::min<uint32_t>(om.ip_len, orig->data_len - om.l3_off);
+  const uint32_t len = build_icmp_error(out, rte_pktmbuf_tailroom(mb), kEthHdrLen, ip, ip_len, v4,
+                                        from->addr, type, code, mtu);
+  if (len == 0) {
+    rte_pktmbuf_free(mb);
+    counter_add(counters_.drops[uint32_t(Drop::kMbufExhausted)], 1);
+    return;
+  }
+  rte_pktmbuf_append(mb, uint16_t(len));
+  wr16(out + 12, v4 ? kEtherTypeIpv4 : kEtherTypeIpv6);
+  PacketMeta m;
+  if (parse_packet(out, len, &m, false) != Drop::kNone) {
+    rte_pktmbuf_free(mb);
+    counter_add(counters_.drops[uint32_t(Drop::kMbufExhausted)], 1);
+    return;
+  }
+  // An error about a packet we translated quotes the translated packet: translate it back,
+  // as if it came from the path beyond us. (Errors about untranslated packets match no flow.)
+  int unused;
+  translate_icmp_error(mb, m, &unused, ~0u);
+  Drop why = Drop::kNone;
+  counter_add(counters_.icmp_errors_sent, 1);
+  Extra& x = extra_[i];
+  x.next = route_one(mb, m, Egress{}, i, &x.port, &x.nh, &why);
+  if (x.next == kNextDrop) {
+    drop(mb, why);
+    return;
+  }
+  x.m = mb;
+}
+
+bool Worker::icmp_token() {
+  const uint64_t dt = now_ns_ - icmp_last_ns_;
+  icmp_last_ns_ = now_ns_;
+  icmp_tokens_ = std::min<double>(kIcmpErrorBurst,
+                                  icmp_tokens_ + double(dt) * kIcmpErrorsPerSecond / 1e9);
+  if (icmp_tokens_ < 1) return false;
+  icmp_tokens_ -= 1;
+  return true;
+}
+
 // ---- local (echo) ------------------------------------------------------------------------
 
 void Worker::stage_local(rte_mbuf** pkts, uint16_t n) {
@@ -478,7 +943,8 @@ void Worker::stage_local(rte_mbuf** pkts, uint16_t n) {
                       (v4 ? (m.l4_proto == kProtoIcmp && m.icmp_type == kIcmpEchoRequest)
                           : (m.l4_proto == kProtoIcmp6 && m.icmp_type == kIcmp6EchoRequest));
     if (!echo) {
-      if (!snap_->is_vip(m.dst)) drop_[i] = Drop::kLocalUnhandled;
+      const bool vip = snap_->is_vip(m.dst) || snap_->is_fullnat_address(m.dst);
+      if (!vip) drop_[i] = Drop::kLocalUnhandled;
       else if (m.l4_proto == kProtoTcp || m.l4_proto == kProtoUdp) drop_[i] = Drop::kNoService;
       else drop_[i] = Drop::kL4Unsupported;
       continue;
@@ -518,120 +984,91 @@ void Worker::stage_local(rte_mbuf** pkts, uint16_t n) {
   }
 }
 
-// ---- services (dnat) ---------------------------------------------------------------------
-
-void Worker::stage_service(rte_mbuf** pkts, uint16_t n) {
-  const uint32_t now_ms = now_ms_of(now_ns_);
-  for (uint16_t i = 0; i < n; ++i) {
-    if (next_[i] != kNextService) continue;
-    const PacketMeta& m = meta_[i];
-    if (m.is_fragment()) {
-      next_[i] = kNextDrop;
-      drop_[i] = Drop::kFragmentUnsupported;
-      continue;
-    }
-    if (m.ttl <= 1) {
-      next_[i] = kNextDrop;
-      drop_[i] = Drop::kTtlExceeded;
-      continue;
-    }
-    const Tuple t{m.src, m.dst, m.sport, m.dport, m.l4_proto};
-    const uint32_t h = FlowTable::hash(t);
-    FlowDir dir;
-    uint64_t expired = 0;
-    Flow* f = flows_.lookup(t, h, now_ms, &dir, &expired);
-    if (expired) counter_add(counters_.flows_expired, expired);
-    if (f) {
-      forward(pkts[i], i, f, f->backend, f->backend_port, f->stat_id);
-      continue;
-    }
-    if (draining_.load(std::memory_order_relaxed)) {
-      next_[i] = kNextDrop;
-      drop_[i] = Drop::kDraining;
-      continue;
-    }
-    const SnapService* svc = snap_->find_service(m.dst, m.dport, m.l4_proto);
-    const uint32_t bi = svc->table_size
-                            ? lb_lookup(&snap_->lb_slots[svc->table_offset], svc->table_size, h)
-                            : kNoBackend;
-    if (bi == kNoBackend) {
-      next_[i] = kNextDrop;
-      drop_[i] = Drop::kNoBackend;
-      continue;
-    }
-    const SnapBackend& be = snap_->backends[svc->first_backend + bi];
-    const uint32_t stat_id = be.stat_id < kMaxBackendStats ? be.stat_id : 0;
-    // Table full: the packet still goes to the backend Maglev picks, the one it would have had
-    // (stateless forwarding, like Katran).
-    f = flows_.insert(t, be.address, be.port_be, stat_id, now_ms);
-    if (f) {
-      counter_add(backend_counters_[stat_id].flows, 1);
-      counter_add(counters_.flows_created, 1);
-    } else {
-      counter_add(counters_.stateless_packets, 1);
-    }
-    forward(pkts[i], i, f, be.address, be.port_be, stat_id);
-  }
-}
-
-void Worker::forward(rte_mbuf* mb, uint16_t i, Flow* f, const IpAddr& backend,
-                     uint16_t backend_port, uint32_t stat_id) {
-  PacketMeta& m = meta_[i];
-  if (f) flows_.touch(f, FlowDir::kOriginal, m.tcp_flags, now_ms_of(now_ns_));
-  counter_add(backend_counters_[stat_id].packets, 1);
-  counter_add(backend_counters_[stat_id].bytes, mb->pkt_len);
-  nat_rewrite<true>(rte_pktmbuf_mtod(mb, uint8_t*), &m, backend, backend_port);
-  forward_[i] = true;
-  next_[i] = kNextRoute;
-}
-
 void Worker::stage_reply(rte_mbuf** pkts, uint16_t n) {
-  const uint32_t now_ms = now_ms_of(now_ns_);
   for (uint16_t i = 0; i < n; ++i) {
-    if (next_[i] != kNextReply) continue;
-    PacketMeta& m = meta_[i];
-    Flow* f = flow_[i];
-    flows_.touch(f, FlowDir::kReply, m.tcp_flags, now_ms);
-    counter_add(backend_counters_[f->stat_id].packets, 1);
-    counter_add(backend_counters_[f->stat_id].bytes, pkts[i]->pkt_len);
-    nat_rewrite<false>(rte_pktmbuf_mtod(pkts[i], uint8_t*), &m, f->vip, f->vip_port);
-    forward_[i] = true;
-    next_[i] = kNextRoute;
+    if (next_[i] == kNextReply) reverse(pkts[i], i, flow_[i]);
   }
 }
 
 // ---- route + neighbor --------------------------------------------------------------------
 
+int Worker::egress_port(const IpAddr& a) const {
+  uint32_t nh_idx = 0;
+  const int rc = a.is_v4() ? rte_lpm_lookup(snap_->lpm4, a.v4_host(), &nh_idx)
+                           : rte_lpm6_lookup(snap_->lpm6, a.b, &nh_idx);
+  if (rc != 0 || nh_idx >= snap_->next_hops.size()) return -1;
+  return snap_->next_hops[nh_idx].port_index;
+}
+
+Worker::Next Worker::route_one(rte_mbuf* mb, PacketMeta& m, const Egress& eg, uint16_t i,
+                               uint16_t* out_port, IpAddr* nh_out, Drop* why) {
+  const IpAddr& dst = eg.encap ? eg.tunnel_dst : m.dst;
+  uint32_t nh_idx = 0;
+  const int rc = dst.is_v4() ? rte_lpm_lookup(snap_->lpm4, dst.v4_host(), &nh_idx)
+                             : rte_lpm6_lookup(snap_->lpm6, dst.b, &nh_idx);
+  if (rc != 0 || nh_idx >= snap_->next_hops.size()) {
+    *why = Drop::kNoRoute;
+    return kNextDrop;
+  }
+  const NextHop& nh = snap_->next_hops[nh_idx];
+  const bool v4 = m.l3 == L3::kIpv4;
+  const uint32_t overhead = eg.encap ? encap_overhead(v4, eg.gue) : 0;
+  const uint32_t mtu = p_.ports[nh.port_index].mtu;
+  if (m.ip_len + overhead > mtu) {
+    // RFC 1191 / RFC 8201: tell the sender the size that fits, unless it allowed fragmenting
+    // (IPv4 without DF), which the gateway does not do.
+    uint8_t* ip = rte_pktmbuf_mtod_offset(mb, uint8_t*, m.l3_off);
+    const bool df = !v4 || (rd16(ip + 6) & 0x4000);
+    // Not for the errors we make ourselves (they fit any IP MTU: 576 / 1280 bytes).
+    if (df && mtu > overhead && !extra_[i].m) {
+      send_icmp_error(mb, m, i, v4 ? kIcmpDestUnreach : kIcmp6PacketTooBig, v4 ? 4 : 0,
+                      mtu - overhead);
+    }
+    *why = Drop::kMtuExceeded;
+    return kNextDrop;
+  }
+  uint8_t* data = rte_pktmbuf_mtod(mb, uint8_t*);
+  if (eg.decrement_ttl) decrement_ttl(data, &m);
+  if (eg.encap) {
+    // The outer source is the gateway's address on the port toward the backend.
+    const IpPrefix* from = source_for(nh.port_index, eg.tunnel_dst);
+    if (!from) {
+      *why = Drop::kNoRoute;
+      return kNextDrop;
+    }
+    const IpAddr src = from->addr;
+    const uint32_t l2 = m.l3_off;
+    uint8_t* front = reinterpret_cast<uint8_t*>(rte_pktmbuf_prepend(mb, uint16_t(overhead)));
+    if (!front) {
+      *why = Drop::kNoHeadroom;
+      return kNextDrop;
+    }
+    std::memmove(front, front + overhead, l2);
+    write_encap(front + l2, front + l2 + overhead, m.ip_len, v4, eg.gue, src, eg.tunnel_dst,
+                eg.gue_port_be, eg.flow_hash);
+    m.ip_len = uint16_t(m.ip_len + overhead);
+    m.dst = eg.tunnel_dst;
+    m.src = src;
+    data = front;
+  }
+  const IpAddr& nh_ip = nh.on_link ? dst : nh.gateway;
+  *out_port = nh.port_index;
+  MacAddr mac;
+  if (resolve(nh_ip, nh.port_index, &mac)) {
+    std::memcpy(data, mac.b.data(), 6);
+    std::memcpy(data + 6, p_.ports[nh.port_index].mac.b.data(), 6);
+    return kNextTx;
+  }
+  *nh_out = nh_ip;
+  return kNextPending;
+}
+
 void Worker::stage_route(rte_mbuf** pkts, uint16_t n) {
   for (uint16_t i = 0; i < n; ++i) {
     if (next_[i] != kNextRoute) continue;
-    PacketMeta& m = meta_[i];
-    uint32_t nh_idx = 0;
-    const int rc = m.l3 == L3::kIpv4 ? rte_lpm_lookup(snap_->lpm4, m.dst.v4_host(), &nh_idx)
-                                     : rte_lpm6_lookup(snap_->lpm6, m.dst.b, &nh_idx);
-    if (rc != 0 || nh_idx >= snap_->next_hops.size()) {
-      next_[i] = kNextDrop;
-      drop_[i] = Drop::kNoRoute;
-      continue;
-    }
-    const NextHop& nh = snap_->next_hops[nh_idx];
-    if (m.ip_len > p_.ports[nh.port_index].mtu) {
-      next_[i] = kNextDrop;
-      drop_[i] = Drop::kMtuExceeded;
-      continue;
-    }
-    uint8_t* data = rte_pktmbuf_mtod(pkts[i], uint8_t*);
-    if (forward_[i]) decrement_ttl(data, &m);
-    const IpAddr& nh_ip = nh.on_link ? m.dst : nh.gateway;
-    MacAddr mac;
-    out_[i] = nh.port_index;
-    if (resolve(nh_ip, nh.port_index, &mac)) {
-      write_l2(pkts[i], m, nh.port_index, mac);
-      next_[i] = kNextTx;
-    } else {
-      nh_[i] = nh_ip;
-      next_[i] = kNextPending;
-    }
+    Drop why = Drop::kNone;
+    next_[i] = route_one(pkts[i], meta_[i], egress_[i], i, &out_[i], &nh_[i], &why);
+    if (next_[i] == kNextDrop) drop_[i] = why;
   }
 }
 
@@ -744,6 +1181,46 @@ void Worker::drain_neighbor_ring() {
   }
 }
 
+// ---- dispatch ----------------------------------------------------------------------------
+
+void Worker::stage_dispatch(rte_mbuf** pkts, uint16_t n) {
+  for (uint16_t i = 0; i < n; ++i) {
+    switch (next_[i]) {
+      case kNextTx:
+        tx(out_[i], pkts[i]);
+        break;
+      case kNextPending:
+        if (!pending_->push(pkts[i], nh_[i], out_[i], now_ns_)) {
+          drop(pkts[i], Drop::kNeighborQueueFull);
+        }
+        break;
+      case kNextHandoff:
+        // SPSC: only this worker enqueues to this ring. Full: counted drop, never a wait.
+        if (rte_ring_enqueue(p_.handoff_to[out_[i]], pkts[i]) == 0) {
+          counter_add(counters_.handoff_out, 1);
+        } else {
+          drop(pkts[i], Drop::kHandoffFull);
+        }
+        break;
+      case kNextConsumed:
+        counter_add(counters_.consumed, 1);
+        rte_pktmbuf_free(pkts[i]);
+        break;
+      case kNextDrop:
+        drop(pkts[i], drop_[i]);
+        break;
+      default:
+        MG_CHECK(false && "packet left the pipeline without a verdict");
+    }
+    Extra& x = extra_[i];
+    if (x.m) {
+      if (x.next == kNextTx) tx(x.port, x.m);
+      else if (!pending_->push(x.m, x.nh, x.port, now_ns_)) drop(x.m, Drop::kNeighborQueueFull);
+      x.m = nullptr;
+    }
+  }
+}
+
 void Worker::service_pending() {
   for (uint32_t i = 0; i < pending_->size();) {
     PendingQueue::Item& it = pending_->at(i);
@@ -759,40 +1236,6 @@ void Worker::service_pending() {
       pending_->erase(i);
     } else {
       ++i;
-    }
-  }
-}
-
-void Worker::write_l2(rte_mbuf* mb, const PacketMeta& m, uint16_t port_index,
-                      const MacAddr& dst) {
-  (void)m;
-  uint8_t* d = rte_pktmbuf_mtod(mb, uint8_t*);
-  std::memcpy(d, dst.b.data(), 6);
-  std::memcpy(d + 6, p_.ports[port_index].mac.b.data(), 6);
-}
-
-// ---- dispatch ----------------------------------------------------------------------------
-
-void Worker::stage_dispatch(rte_mbuf** pkts, uint16_t n) {
-  for (uint16_t i = 0; i < n; ++i) {
-    switch (next_[i]) {
-      case kNextTx:
-        tx(out_[i], pkts[i]);
-        break;
-      case kNextPending:
-        if (!pending_->push(pkts[i], nh_[i], out_[i], now_ns_)) {
-          drop(pkts[i], Drop::kNeighborQueueFull);
-        }
-        break;
-      case kNextConsumed:
-        counter_add(counters_.consumed, 1);
-        rte_pktmbuf_free(pkts[i]);
-        break;
-      case kNextDrop:
-        drop(pkts[i], drop_[i]);
-        break;
-      default:
-        MG_CHECK(false && "packet left the pipeline without a verdict");
     }
   }
 }
@@ -844,6 +1287,8 @@ bool Worker::on_link(uint16_t port_index, const IpAddr& a) const {
   return false;
 }
 
-int Worker::port_index_of(uint16_t port_id) const { return port_index_by_id_[port_id & 0xff]; }
+bool Worker::is_local_like(const IpAddr& a) const {
+  return snap_->local_port(a) >= 0 || snap_->is_vip(a) || snap_->is_fullnat_address(a);
+}
 
 }  // namespace meshgate::dp

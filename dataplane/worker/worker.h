@@ -1,11 +1,18 @@
 // A worker lcore: the run-to-completion poll loop. For each port it owns one RX and one TX
-// queue; each burst goes through the stages parse -> classify -> l4 (conntrack + NAT, local
-// responders) -> route (LPM + neighbor) -> dispatch (TX / pending / drop), every stage with the
-// same burst signature writing each packet's next step (STYLE.md rule 2). Then timers, handoff
-// of neighbor updates, and an RCU quiescent-state report.
+// queue; each burst goes through the stages
+//   parse -> classify -> l2 (ARP/NDP) -> service -> lookup -> icmp_error -> local -> reply
+//   -> route -> dispatch
+// every stage with the same burst signature, writing each packet's next step (STYLE.md rule 2).
+// Then packets handed over by other workers, timers, neighbor updates, an RCU quiescent state.
+//
+// Flows belong to the worker that saw their first packet. A packet of a flow owned elsewhere
+// (a DNAT reply whose tuple RSS sent to another queue, a fullnat reply, an ICMP error) is passed
+// to the owner through a bounded SPSC ring: fullnat source ports encode their owner
+// (port % workers); DNAT replies go first to the worker software RSS predicts for the flow's
+// original tuple, then to each worker not yet visited (a bit mask travels with the mbuf).
 //
 // Threads: init() on the control thread before launch; run() / poll_once() on the worker lcore;
-// request_stop(), counters() and done() from any thread.
+// request_stop(), set_draining(), post_flow_dump(), counters() and done() from any thread.
 #pragma once
 
 #include <atomic>
@@ -15,7 +22,10 @@
 #include "dataplane/common/compiler.h"
 #include "dataplane/conntrack/conntrack.h"
 #include "dataplane/l2/neighbor.h"
+#include "dataplane/nat/frag.h"
+#include "dataplane/nat/rss.h"
 #include "dataplane/packet/parse.h"
+#include "dataplane/snapshot/addr_table.h"
 #include "dataplane/snapshot/snapshot_slot.h"
 #include "dataplane/worker/counters.h"
 #include "dataplane/worker/flow_dump.h"
@@ -29,18 +39,33 @@ struct rte_rcu_qsbr;
 namespace meshgate::dp {
 
 inline constexpr uint16_t kBurst = 32;
+inline constexpr uint32_t kMaxWorkers = 32;  // the handoff "visited" mask is 32 bits
+// ICMP errors a worker may send per second, and the burst above that (Linux icmp_ratelimit).
+inline constexpr uint32_t kIcmpErrorsPerSecond = 1000;
+inline constexpr uint32_t kIcmpErrorBurst = 50;
+// First port tried for fullnat sources; below are the well-known and registered-low ports.
+inline constexpr uint16_t kFullnatFirstPort = 1024;
+// Candidates examined for a fullnat source port whose reply RSS steers to this worker; after
+// that any free port of this worker's residue is taken (the reply is then handed over).
+inline constexpr uint32_t kFullnatRssTries = 64;
+inline constexpr uint32_t kFullnatMaxTries = 4096;
 
 struct WorkerParams {
   uint16_t index = 0;  // worker number; also its RX/TX queue id on every port
+  uint16_t n_workers = 1;
   int socket = 0;
   std::vector<PortRuntime> ports;
   SnapshotSlot* snapshot = nullptr;
+  const AddrTable* addrs = nullptr;
   rte_rcu_qsbr* qsbr = nullptr;      // may be null (tests)
   rte_mempool* pool = nullptr;       // for packets the worker originates
   uint32_t max_flows = 1024;
   ConntrackTimeouts timeouts;
   rte_ring* neighbor_out = nullptr;  // learned neighbors -> control thread (may be null)
   rte_ring* neighbor_in = nullptr;   // neighbors learned elsewhere -> this worker (may be null)
+  rte_ring* handoff_to[kMaxWorkers] = {};    // to worker w (null for self)
+  rte_ring* handoff_from[kMaxWorkers] = {};  // from worker w (null for self)
+  const RssPredictor* rss[kMaxPorts] = {};   // per port index; null without RSS
   // Replay: the clock follows RX timestamps (net_pcap: microseconds) and the worker stops by
   // itself after `replay_packets` packets were received.
   bool replay = false;
@@ -60,27 +85,27 @@ class Worker {
 
   // The lcore entry: polls until stopped (or until the replay input is consumed), then finish().
   int run();
-  // One iteration of the loop; returns packets received.
+  // One iteration of the loop; returns packets received from ports.
   uint32_t poll_once();
-  // Flushes TX, drops what still waits for a neighbor. Called by run() before it returns.
+  // Flushes TX, drops what still waits for a neighbor or sits in handoff rings toward this
+  // worker. Called by run() before it returns.
   void finish();
 
   void request_stop() { stop_.store(true, std::memory_order_relaxed); }
   // Draining: packets of existing flows keep flowing, packets that would start a new flow are
-  // dropped (reason "draining"). Any thread.
+  // dropped (reason "draining").
   void set_draining(bool on) { draining_.store(on, std::memory_order_relaxed); }
-
-  // Control thread: asks the running worker for a copy of up to r->max flows. False when a
-  // request is already pending. The worker sets r->done (release) when r->count is final.
-  bool post_flow_dump(FlowDumpRequest* r);
-  // Control thread, only once done() is true (the worker no longer runs): copies directly.
-  void dump_flows_stopped(FlowDumpRequest* r) const;
   bool done() const { return done_.load(std::memory_order_acquire); }
   uint16_t index() const { return p_.index; }
 
+  // Asks the running worker for a copy of up to r->max flows. False when a request is already
+  // pending. The worker sets r->done (release) when r->count is final.
+  bool post_flow_dump(FlowDumpRequest* r);
+  // Only once done() is true (the worker no longer runs): copies directly.
+  void dump_flows_stopped(FlowDumpRequest* r) const;
+
   const WorkerCounters& counters() const { return counters_; }
   const BackendCounters* backend_counters() const { return backend_counters_; }
-  // Conntrack; read by the control thread only while the worker is stopped, or for gauges.
   const FlowTable& flows() const { return flows_; }
   uint64_t now_ns() const { return now_ns_; }
   // Seconds run() has been polling (until now, or until it returned).
@@ -94,45 +119,81 @@ class Worker {
  private:
   enum Next : uint8_t {
     kNextDrop,
-    kNextIp,       // parsed IPv4/IPv6, to classify
+    kNextIp,        // parsed IPv4/IPv6, to classify
     kNextArp,
     kNextNdp,
-    kNextLookup,   // not a service: a flow's reply, local, or nothing (after kNextService)
-    kNextLocal,    // to a local address or VIP without a service
-    kNextService,  // to a service VIP:port
-    kNextReply,    // reply of a tracked flow
-    kNextRoute,    // ready for route + neighbor + L2 rewrite
-    kNextTx,       // out_[i] says which port
-    kNextPending,  // waiting for a neighbor
-    kNextConsumed, // terminated here, nothing to send
+    kNextIcmpError, // an ICMP error, translated through the flow it quotes
+    kNextLookup,    // not a service: a flow's reply, a later fragment, local, or nothing
+    kNextLocal,     // to a local address, VIP or fullnat address without a flow
+    kNextService,   // to a service VIP:port
+    kNextReply,     // reply of a tracked flow
+    kNextRoute,     // ready for route + neighbor + L2 rewrite
+    kNextTx,        // out_[i] says which port
+    kNextPending,   // waiting for a neighbor
+    kNextHandoff,   // to the worker in out_[i]
+    kNextConsumed,  // terminated here, nothing to send
   };
+  static constexpr uint16_t kFromHandoff = 0xffff;  // in_port of packets from another worker
 
   struct TxBuffer {
     rte_mbuf* pkts[2 * kBurst];
     uint16_t n = 0;
+  };
+  // What the route stage does to a packet besides routing it.
+  struct Egress {
+    bool decrement_ttl = false;
+    bool encap = false;        // DSR: route to `tunnel_dst` inside an outer header
+    bool gue = false;
+    uint16_t gue_port_be = 0;
+    uint32_t flow_hash = 0;
+    IpAddr tunnel_dst;
   };
 
   void process_burst(uint16_t in_port, rte_mbuf** pkts, uint16_t n);
   void stage_parse(uint16_t in_port, rte_mbuf** pkts, uint16_t n);
   void stage_classify(rte_mbuf** pkts, uint16_t n);
   void stage_l2(uint16_t in_port, rte_mbuf** pkts, uint16_t n);
-  void stage_local(rte_mbuf** pkts, uint16_t n);
   void stage_service(rte_mbuf** pkts, uint16_t n);
   void stage_lookup(rte_mbuf** pkts, uint16_t n);
+  void stage_icmp_error(rte_mbuf** pkts, uint16_t n);
+  void stage_local(rte_mbuf** pkts, uint16_t n);
   void stage_reply(rte_mbuf** pkts, uint16_t n);
-  // DNAT of a client packet to its flow's backend (`f` may be null: stateless, to `be`).
-  void forward(rte_mbuf* m, uint16_t i, Flow* f, const IpAddr& backend, uint16_t backend_port,
-               uint32_t stat_id);
   void stage_route(rte_mbuf** pkts, uint16_t n);
   void stage_dispatch(rte_mbuf** pkts, uint16_t n);
 
+  // Translation of a client packet toward its backend by the flow's (or `to`'s) mode.
+  void forward(rte_mbuf* m, uint16_t i, const FlowTarget& to, uint32_t flow_hash);
+  void forward_flow(rte_mbuf* m, uint16_t i, Flow* f);
+  // Reverse translation of a backend's packet.
+  void reverse(rte_mbuf* m, uint16_t i, Flow* f);
+  // A later fragment follows its first (kNone) or the reason it cannot.
+  Drop follow_fragment(rte_mbuf* m, uint16_t i);
+  bool pick_fullnat(const IpAddr& backend, uint16_t backend_port_be, uint8_t proto,
+                    uint32_t flow_hash, FlowTarget* to, Drop* why);
+  // Where a packet of a flow this worker does not hold goes next (reply view: `src` is the
+  // backend, `dst` the client or fullnat address), or -1.
+  int handoff_target(const IpAddr& src, uint16_t sport_be, const IpAddr& dst, uint16_t dport_be,
+                     uint8_t proto, uint32_t visited) const;
+  void handoff(uint16_t i, int target, rte_mbuf* m);
+  void drain_handoff();
+
   void handle_arp(uint16_t in_port, rte_mbuf* m, uint16_t i);
   void handle_ndp(uint16_t in_port, rte_mbuf* m, uint16_t i);
-  // Resolves the next hop's MAC; false when unresolved (an ARP/NS request may have been sent).
+  // Routes one packet: next hop, MTU (with an ICMP error back when it does not fit), TTL,
+  // DSR encapsulation, neighbor, L2. Returns kNextTx / kNextPending / kNextDrop.
+  Next route_one(rte_mbuf* m, PacketMeta& meta, const Egress& eg, uint16_t i,
+                 uint16_t* out_port, IpAddr* nh, Drop* why);
+  // Sends an ICMP error about packet `m` at burst position `i` (time exceeded, fragmentation
+  // needed / too big), translated through its flow when it quotes a translated packet. It
+  // leaves in the position of `m` (which is dropped), so output keeps input order. Rate limited.
+  void send_icmp_error(const rte_mbuf* m, const PacketMeta& meta, uint16_t i, uint8_t type,
+                       uint8_t code, uint32_t mtu);
+  bool icmp_token();
+  // Translates the ICMP error in `m` through the flow its quote belongs to; false if none here.
+  bool translate_icmp_error(rte_mbuf* m, PacketMeta& meta, int* handoff_to, uint32_t visited);
   bool resolve(const IpAddr& nh, uint16_t port_index, MacAddr* mac);
   void solicit(NeighborCache::Entry* e, uint16_t port_index);
   void learn(const IpAddr& a, const MacAddr& mac, uint16_t port_index, bool from_wire);
-  void write_l2(rte_mbuf* m, const PacketMeta& meta, uint16_t port_index, const MacAddr& dst);
   void tx(uint16_t port_index, rte_mbuf* m);
   void flush_tx();
   void drop(rte_mbuf* m, Drop reason);
@@ -140,19 +201,21 @@ class Worker {
   void drain_neighbor_ring();
   void update_clock(rte_mbuf** pkts, uint16_t n);
   void serve_flow_dump();
-  // Copies flows from r->cursor into r until `budget` pool slots were visited or r is full;
-  // true when the request is complete.
   bool copy_flows(FlowDumpRequest* r, uint32_t budget) const;
+  void sync_table_counters();
   // Local source address on `port_index` for talking to `peer` (same prefix, else the first of
   // its family); nullptr when the port has none of that family.
   const IpPrefix* source_for(uint16_t port_index, const IpAddr& peer) const;
   bool on_link(uint16_t port_index, const IpAddr& a) const;
-  int port_index_of(uint16_t port_id) const;
+  // The port a packet to `a` leaves through, or -1 (no route).
+  int egress_port(const IpAddr& a) const;
+  bool is_local_like(const IpAddr& a) const;
 
   WorkerParams p_;
   WorkerCounters counters_;
   BackendCounters* backend_counters_ = nullptr;
   FlowTable flows_;
+  FragTable* frags_ = nullptr;
   NeighborCache* neighbors_ = nullptr;
   PendingQueue* pending_ = nullptr;
   TxBuffer tx_[kMaxPorts];
@@ -160,9 +223,11 @@ class Worker {
   uint64_t now_ns_ = 0;
   uint64_t tsc_hz_ = 0;
   uint64_t tsc_start_ = 0;
+  uint32_t fullnat_cursor_ = 0;
+  double icmp_tokens_ = kIcmpErrorBurst;
+  uint64_t icmp_last_ns_ = 0;
   std::atomic<uint64_t> run_start_tsc_{0};
   std::atomic<uint64_t> run_end_tsc_{0};
-  int8_t port_index_by_id_[256];
   std::atomic<FlowDumpRequest*> dump_req_{nullptr};
   std::atomic<bool> stop_{false};
   std::atomic<bool> draining_{false};
@@ -172,11 +237,20 @@ class Worker {
   PacketMeta meta_[kBurst];
   uint8_t next_[kBurst];
   Drop drop_[kBurst];
-  uint16_t out_[kBurst];     // egress port index (kNextTx / kNextPending)
-  bool forward_[kBurst];     // transit packet: decrement TTL in route
+  uint16_t out_[kBurst];     // egress port index (kNextTx / kNextPending) or worker (handoff)
   IpAddr nh_[kBurst];        // next hop (kNextPending)
+  uint32_t hash_[kBurst];    // flow hash of TCP/UDP packets
+  uint32_t visited_[kBurst]; // workers a handed-over packet has been to
   Flow* flow_[kBurst];
-  uint8_t dir_[kBurst];
+  Egress egress_[kBurst];
+  // A packet the gateway made about packet i (an ICMP error), sent in i's place.
+  struct Extra {
+    rte_mbuf* m = nullptr;
+    Next next = kNextDrop;
+    uint16_t port = 0;
+    IpAddr nh;
+  };
+  Extra extra_[kBurst];
 };
 
 }  // namespace meshgate::dp

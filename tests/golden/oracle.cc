@@ -129,6 +129,7 @@ const char* verdict_name(Verdict v) {
     case Verdict::kArpReply: return "arp_reply";
     case Verdict::kConsumed: return "consumed";
     case Verdict::kDrop: return "drop";
+    case Verdict::kIcmpError: return "icmp_error";
     case Verdict::kUnmodelled: return "unmodelled";
   }
   return "?";
@@ -216,6 +217,51 @@ bool Oracle::route(Expectation& e, const IpAddr& dst, uint32_t ip_len, MacAddr* 
   return false;
 }
 
+void Oracle::time_exceeded(Expectation& e, const pkt::Bytes& frame, const pkt::Decoded& d) {
+  drop(e, "ttl_exceeded");
+  icmp_error(e, frame, d, d.l3 == pkt::L3Kind::kIpv4 ? pkt::kIcmpTimeExceeded
+                                                      : pkt::kIcmp6TimeExceeded, 0, 0);
+}
+
+void Oracle::icmp_error(Expectation& e, const pkt::Bytes& frame, const pkt::Decoded& d,
+                        uint8_t type, uint8_t code, uint32_t mtu) {
+  // The error is rate-limited (1000/s after a burst of 50); captures stay below the burst.
+  if (totals_.generated >= 50) {
+    unmodelled(e, "more ICMP errors than the rate limiter's burst");
+    return;
+  }
+  const bool v4 = d.l3 == pkt::L3Kind::kIpv4;
+  // From the port address facing the sender: one in its prefix, else the first of its family.
+  const IpAddr* from = nullptr;
+  for (const auto& p : cfg_.ports[0].addresses) {
+    if (p.addr.is_v4() != v4) continue;
+    if (p.contains(d.src)) {
+      from = &p.addr;
+      break;
+    }
+    if (!from) from = &p.addr;
+  }
+  MacAddr mac;
+  if (!from || !route(e, d.src, 0, &mac)) return;
+  // RFC 1812 §4.3.2.3 / RFC 4443 §2.4(c): quote as much as fits in 576 / 1280 bytes.
+  const size_t quote = std::min<size_t>(d.ip_len, v4 ? 576 - 28 : 1280 - 48);
+  const std::span<const uint8_t> offending(frame.data() + d.l3_off, quote);
+  pkt::IpHdr ip;
+  ip.src = *from;
+  ip.dst = d.src;
+  ip.ttl = 64;
+  ip.tos = v4 ? 0xc0 : 0;
+  pkt::IcmpHdr ic;
+  ic.type = type;
+  ic.code = code;
+  ic.rest = mtu;  // next-hop MTU (RFC 1191: low 16 bits) / packet too big MTU (RFC 4443)
+  e.output = pkt::build_icmp({mac, port_mac_}, ip, ic, offending);
+  e.verdict = Verdict::kIcmpError;
+  e.description += " + ICMP " + std::to_string(type) + "/" + std::to_string(code) + " from " +
+                   from->str();
+  ++totals_.generated;
+}
+
 Expectation Oracle::next(const pkt::Bytes& frame) {
   Expectation e;
   e.index = index_++;
@@ -294,11 +340,11 @@ Expectation Oracle::next(const pkt::Bytes& frame) {
     bool reverse = false;
     if (svc) {
       if (d.fragment) {
-        drop(e, "fragment_unsupported");
+        unmodelled(e, "a first fragment toward a service");
         return finish(e);
       }
       if (d.ttl <= 1) {
-        drop(e, "ttl_exceeded");
+        time_exceeded(e, frame, d);
         return finish(e);
       }
       auto it = original_.find(key);
@@ -322,7 +368,7 @@ Expectation Oracle::next(const pkt::Bytes& frame) {
       flow = &it->second;
     } else if (auto it = reply_.find(key); it != reply_.end()) {
       if (d.ttl <= 1) {
-        drop(e, "ttl_exceeded");
+        time_exceeded(e, frame, d);
         return finish(e);
       }
       flow = &it->second;
@@ -344,7 +390,16 @@ Expectation Oracle::next(const pkt::Bytes& frame) {
       }
       const IpAddr& new_dst = reverse ? d.dst : b.address;
       MacAddr mac;
-      if (!route(e, new_dst, d.ip_len, &mac)) return finish(e);
+      if (!route(e, new_dst, d.ip_len, &mac)) {
+        // Too big to forward with DF set (always, for IPv6): the sender learns the MTU. The
+        // error quotes the packet as the sender sent it (the gateway translates its quote back).
+        const bool df = d.l3 == pkt::L3Kind::kIpv6 || d.df;
+        if (e.drop_reason == "mtu_exceeded" && df) {
+          icmp_error(e, frame, d, d.l3 == pkt::L3Kind::kIpv4 ? 3 : pkt::kIcmp6PacketTooBig,
+                     d.l3 == pkt::L3Kind::kIpv4 ? 4 : 0, mtu_);
+        }
+        return finish(e);
+      }
       pkt::Bytes out = frame;
       if (reverse) {
         set_addr(out, d, false, sc.vip);
@@ -364,9 +419,15 @@ Expectation Oracle::next(const pkt::Bytes& frame) {
     }
   }
 
+  if (d.fragment && !d.has_l4) {
+    // A later fragment: its first never came in these captures. Fragments to the gateway's own
+    // address are not reassembled.
+    drop(e, is_local(d.dst) ? "fragment_unsupported" : "fragment_no_first");
+    return finish(e);
+  }
   if (is_local(d.dst) || is_vip(d.dst)) {
     if (d.fragment) {
-      drop(e, "fragment_unsupported");
+      unmodelled(e, "a first fragment to the gateway");
       return finish(e);
     }
     const bool v4 = d.l3 == pkt::L3Kind::kIpv4;

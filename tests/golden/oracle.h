@@ -10,6 +10,12 @@
 // - L2: unicast frames to another MAC are dropped (l2_not_for_us);
 // - frames pktlib's decoder rejects are dropped with the reason it names (its fault names are
 //   the dataplane's drop reason names);
+// - TTL / hop limit <= 1 toward a service or on a flow: dropped (ttl_exceeded) and answered
+//   with an ICMP time exceeded from the port's address, quoting the packet (576 / 1280 bytes);
+// - packets over the MTU with DF set (every IPv6 packet): dropped (mtu_exceeded) and answered
+//   with fragmentation needed / packet too big carrying the MTU;
+// - later fragments (no transport header): to the port's address fragment_unsupported, else
+//   fragment_no_first (the captures hold no first fragments; one is reported unmodelled);
 // - ARP requests for a local address or a VIP are answered; other ARP requests are dropped
 //   (arp_not_for_us); ARP replies are consumed;
 // - TCP/UDP to a service's VIP:port: fragments and TTL <= 1 dropped, otherwise DNAT to the
@@ -33,6 +39,7 @@
 
 #include "control/config/config.h"
 #include "tools/pktlib/build.h"
+#include "tools/pktlib/decode.h"
 
 namespace meshgate::golden {
 
@@ -43,6 +50,7 @@ enum class Verdict : uint8_t {
   kArpReply,    // ARP request answered
   kConsumed,    // taken by the gateway without output (ARP reply)
   kDrop,        // dropped with `drop_reason`
+  kIcmpError,   // dropped with `drop_reason`, and `output` is the ICMP error sent back
   kUnmodelled,  // the oracle cannot say; `description` says why
 };
 const char* verdict_name(Verdict v);
@@ -59,7 +67,8 @@ struct Expectation {
   std::string backend;      // kForward / kReverse: "ip:port" / "[ip]:port"
   bool sends() const {
     return verdict == Verdict::kForward || verdict == Verdict::kReverse ||
-           verdict == Verdict::kEchoReply || verdict == Verdict::kArpReply;
+           verdict == Verdict::kEchoReply || verdict == Verdict::kArpReply ||
+           verdict == Verdict::kIcmpError;
   }
 };
 
@@ -72,6 +81,7 @@ struct BackendTotals {
 struct OracleTotals {
   std::map<std::string, uint64_t> drops;  // reason -> packets
   uint64_t sent = 0;
+  uint64_t generated = 0;  // ICMP errors the gateway originates
   uint64_t consumed = 0;
   uint64_t flows = 0;
   uint64_t echo_replies = 0;
@@ -104,6 +114,11 @@ class Oracle {
   void unmodelled(Expectation& e, const std::string& why);
   // Route lookup + neighbor for a packet to `dst`: the next hop's MAC, or false (e filled in).
   bool route(Expectation& e, const IpAddr& dst, uint32_t ip_len, MacAddr* mac);
+  // Drops `e` as ttl_exceeded and expects the ICMP time exceeded the gateway sends back.
+  void time_exceeded(Expectation& e, const pkt::Bytes& frame, const pkt::Decoded& d);
+  // Expects the ICMP error the gateway sends back about `frame` (e is already a drop).
+  void icmp_error(Expectation& e, const pkt::Bytes& frame, const pkt::Decoded& d, uint8_t type,
+                  uint8_t code, uint32_t mtu);
   bool is_local(const IpAddr& a) const;
   bool is_vip(const IpAddr& a) const;
   std::string endpoint(const IpAddr& a, uint16_t port) const;

@@ -170,7 +170,8 @@ TEST_F(GoldenReplay, oracle_models_every_input_frame_and_agrees_with_the_sidecar
   }
   expect_oracle_outputs_have_valid_checksums();
   // The profile must exercise every kind of verdict the golden test compares.
-  for (Verdict v : {Verdict::kForward, Verdict::kReverse, Verdict::kEchoReply, Verdict::kDrop}) {
+  for (Verdict v : {Verdict::kForward, Verdict::kReverse, Verdict::kEchoReply, Verdict::kDrop,
+                    Verdict::kIcmpError}) {
     EXPECT_GT(verdicts[v], 0u) << "the golden profile has no " << verdict_name(v) << " frame";
   }
 
@@ -266,7 +267,7 @@ struct Row {
   const char* description;
   Bytes input;
   Verdict verdict;
-  const char* drop_reason;  // kDrop only
+  const char* drop_reason;  // kDrop and kIcmpError
 };
 
 Bytes arp_request(const char* target) {
@@ -357,9 +358,9 @@ std::vector<Row> hand_rows() {
                tcp("198.51.100.11", 8080, "192.0.2.62", 41000, pkt::kTcpSyn | pkt::kTcpAck, 64, 0,
                    {kGw, kBackend11}),
                Verdict::kDrop, "reply_no_flow"});
-  v.push_back({"SYN to web6 with hop limit 1",
-               tcp("2001:db8:2::61", 41000, "2001:db8:100::10", 80, pkt::kTcpSyn, 1), Verdict::kDrop,
-               "ttl_exceeded"});
+  v.push_back({"SYN to web6 with hop limit 1 (answered with ICMPv6 time exceeded)",
+               tcp("2001:db8:2::61", 41000, "2001:db8:100::10", 80, pkt::kTcpSyn, 1),
+               Verdict::kIcmpError, "ttl_exceeded"});
   v.push_back({"SYN to web with TTL 2 (forwarded with TTL 1)",
                tcp("192.0.2.63", 41001, "203.0.113.10", 80, pkt::kTcpSyn, 2), Verdict::kForward, ""});
   v.push_back({"UDP to dns without a checksum (stays without one)",
@@ -367,9 +368,9 @@ std::vector<Row> hand_rows() {
   v.push_back({"full-size segment to web (IP packet = MTU 1500)",
                tcp("192.0.2.63", 41003, "203.0.113.10", 80, pkt::kTcpAck, 64, 1460),
                Verdict::kForward, ""});
-  v.push_back({"segment to web one byte over the MTU",
-               tcp("192.0.2.63", 41004, "203.0.113.10", 80, pkt::kTcpAck, 64, 1461), Verdict::kDrop,
-               "mtu_exceeded"});
+  v.push_back({"segment to web one byte over the MTU, DF set (fragmentation needed back)",
+               tcp("192.0.2.63", 41004, "203.0.113.10", 80, pkt::kTcpAck, 64, 1461),
+               Verdict::kIcmpError, "mtu_exceeded"});
   {
     pkt::EthHdr tagged = kToGw;
     tagged.vlan_tci = 100;

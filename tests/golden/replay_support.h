@@ -84,7 +84,8 @@ uint64_t count(const nlohmann::json& j, const std::string& key);
 // packets_in equals the input's record count, and every packet is accounted for exactly once:
 // packets_in + packets_generated == packets_out + packets_consumed + drops_total +
 // packets_pending, with drops_total the sum of drops{}. In a topology with static neighbors and
-// no ARP/NDP replies in the input nothing is generated, consumed or left pending.
+// no ARP/NDP replies in the input the only generated packets are ICMP time exceeded errors
+// (one per ttl_exceeded drop, or rate-limited), and nothing is left pending.
 void expect_counters_add_up(const nlohmann::json& stats, uint64_t input_packets,
                             uint64_t expected_consumed = 0);
 

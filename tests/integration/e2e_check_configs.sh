@@ -67,7 +67,7 @@ local_addresses = [\"198.51.100.2\"]
 name = \"web\"
 vip = \"203.0.113.10\"
 port = 80
-mode = \"fullnat\"
+mode = \"proxy\"
   [[service.backend]]
   address = \"198.51.100.11\"
   port = 8080"

@@ -136,6 +136,7 @@ DataplaneHarness::DataplaneHarness(const std::string& config_toml, uint32_t max_
   auto cfg = ctl::parse_config(config_toml, "test.toml");
   if (!cfg) throw std::runtime_error("test config: " + cfg.error().str());
   cfg_ = std::move(cfg.value());
+  reg_ = std::make_unique<ctl::Registries>();
   const uint32_t inst = g_instance++;
   for (size_t i = 0; i < cfg_.ports.size(); ++i) {
     const std::string n = std::to_string(inst) + "_" + std::to_string(i);
@@ -171,6 +172,7 @@ DataplaneHarness::DataplaneHarness(const std::string& config_toml, uint32_t max_
   wp.socket = 0;
   wp.ports = ports_;
   wp.snapshot = &slot_;
+  wp.addrs = reg_->addrs.table();
   wp.pool = g_pool;
   wp.max_flows = max_flows;
   wp.timeouts.tcp_syn_ms = cfg_.conntrack.tcp_syn * 1000;
@@ -204,7 +206,7 @@ DataplaneHarness::~DataplaneHarness() {
 void DataplaneHarness::publish(const std::string& config_toml) {
   auto cfg = ctl::parse_config(config_toml, "test.toml");
   if (!cfg) throw std::runtime_error("test config: " + cfg.error().str());
-  auto snap = ctl::build_snapshot(*cfg, ctl::services_from_config(*cfg), ports_, registry_, ++version_);
+  auto snap = ctl::build_snapshot(*cfg, ctl::services_from_config(*cfg), ports_, *reg_, ++version_);
   if (!snap) throw std::runtime_error("snapshot: " + snap.error().message);
   // The worker is not running concurrently (tests drive it), so the old snapshot can go now.
   const dp::Snapshot* old = slot_.current.exchange(*snap);
@@ -273,7 +275,7 @@ bool DataplaneHarness::balanced() const {
 
 const dp::BackendCounters& DataplaneHarness::backend(const std::string& service,
                                                      const std::string& ep) const {
-  const auto& names = registry_.names();
+  const auto& names = reg_->stats.names();
   for (uint32_t i = 0; i < names.size(); ++i) {
     if (names[i].service == service && names[i].backend == ep) {
       return worker_->backend_counters()[i];

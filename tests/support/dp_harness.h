@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "control/config/config.h"
-#include "control/snapshot/stat_registry.h"
+#include "control/snapshot/builder.h"
 #include "dataplane/snapshot/snapshot_slot.h"
 #include "dataplane/worker/worker.h"
 #include "tools/pktlib/build.h"
@@ -64,7 +64,7 @@ class DataplaneHarness {
   std::vector<pkt::Bytes> collect();
 
   ctl::Config cfg_;
-  ctl::StatRegistry registry_;
+  std::unique_ptr<ctl::Registries> reg_;
   std::vector<dp::PortRuntime> ports_;
   std::vector<rte_ring*> rx_rings_, tx_rings_;
   dp::SnapshotSlot slot_;

@@ -1,101 +1,257 @@
-// Flow table: capacity, both-direction lookup, removal, expiry.
+// Flow table: capacity, both-direction lookup, removal, timer-wheel expiry, eviction of
+// not-yet-established flows when full, and the TCP state machine.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 
 #include <random>
 
 #include "dataplane/conntrack/conntrack.h"
+#include "dataplane/packet/wire.h"
 #include "tests/support/dp_harness.h"
 
 namespace meshgate::dp {
 namespace {
 
+constexpr uint32_t kVipId = 1;
+constexpr uint32_t kLocalId = 2;
+
 class FlowTableTest : public ::testing::Test {
  protected:
-  void SetUp() override { test::init_eal_once(); }
+  void SetUp() override {
+    test::init_eal_once();
+    addrs_[kVipId] = IpAddr::v4(0xcb00710a);  // 203.0.113.10
+    addrs_[kLocalId] = IpAddr::v4(0xc6336402);  // 198.51.100.2
+    table_addrs_.addrs = addrs_.data();
+  }
   void TearDown() override { table_.destroy(); }
+  bool init(uint32_t n, ConntrackTimeouts to = {}) { return table_.init(n, 0, to, &table_addrs_); }
+
+  Tuple client(uint32_t i, uint8_t proto = kProtoTcp) const {
+    return Tuple{IpAddr::v4(0xc0000200u + (i >> 16)), addrs_[kVipId], htons(uint16_t(i)),
+                 htons(80), proto};
+  }
+  static FlowTarget dnat(Mode mode = Mode::kDnat) {
+    FlowTarget to;
+    to.backend = IpAddr::v4(0xc633640b);
+    to.backend_port = htons(8080);
+    to.vip_id = kVipId;
+    to.stat_id = 1;
+    to.mode = mode;
+    return to;
+  }
+  Flow* find(const Tuple& t, uint32_t now, FlowDir* dir = nullptr) {
+    FlowDir d;
+    return table_.lookup(t, FlowTable::hash(t), now, dir ? dir : &d);
+  }
+
+  std::vector<IpAddr> addrs_ = std::vector<IpAddr>(16);
+  AddrTable table_addrs_;
   FlowTable table_;
 };
 
-Tuple random_tuple(std::mt19937& rng, bool v6) {
-  Tuple t;
-  if (v6) {
-    for (auto& b : t.src.b) b = uint8_t(rng());
-    t.src.b[0] = 0x20;
-    t.dst = *IpAddr::parse("2001:db8:100::10");
-  } else {
-    t.src = IpAddr::v4(0xc0000000u | (rng() & 0xffffff));
-    t.dst = IpAddr::v4(0xcb00710a);
-  }
-  t.sport = uint16_t(rng());
-  t.dport = htons(80);
-  t.proto = 6;
-  return t;
-}
+TEST_F(FlowTableTest, flow_entries_are_one_cache_line) { EXPECT_EQ(sizeof(Flow), 64u); }
 
 TEST_F(FlowTableTest, every_insert_succeeds_until_the_pool_is_full_and_all_flows_are_found) {
   constexpr uint32_t kFlows = 65536;
-  ASSERT_TRUE(table_.init(kFlows, 0, ConntrackTimeouts{}));
+  ASSERT_TRUE(init(kFlows));
   std::mt19937 rng(42);
   std::vector<Tuple> tuples;
-  const IpAddr backend = IpAddr::v4(0xc633640b);
   for (uint32_t i = 0; i < kFlows; ++i) {
-    Tuple t = random_tuple(rng, i % 3 == 0);
-    FlowDir dir;
-    uint64_t expired = 0;
-    if (table_.lookup(t, FlowTable::hash(t), 0, &dir, &expired)) continue;  // duplicate tuple
-    ASSERT_NE(table_.insert(t, backend, htons(8080), 1, 0), nullptr) << "insert " << i << " failed";
+    Tuple t = client(0);
+    t.src = IpAddr::v4(0xc0000000u | (rng() & 0xffffff));
+    if (i % 3 == 0) {
+      for (auto& b : t.src.b) b = uint8_t(rng());
+      t.src.b[0] = 0x20;
+    }
+    t.sport = uint16_t(rng());
+    if (find(t, 0)) continue;  // duplicate tuple
+    ASSERT_NE(table_.insert(t, dnat(), 0), nullptr) << "insert " << i << " failed";
     tuples.push_back(t);
   }
   for (const Tuple& t : tuples) {
     FlowDir dir;
-    uint64_t expired = 0;
-    Flow* f = table_.lookup(t, FlowTable::hash(t), 0, &dir, &expired);
+    Flow* f = find(t, 0, &dir);
     ASSERT_NE(f, nullptr);
     EXPECT_EQ(dir, FlowDir::kOriginal);
-    const Tuple reply{f->backend, f->client, f->backend_port, f->client_port, f->proto};
-    Flow* r = table_.lookup(reply, FlowTable::hash(reply), 0, &dir, &expired);
-    EXPECT_EQ(r, f);
+    EXPECT_EQ(find(table_.reply_tuple(*f), 0, &dir), f);
     EXPECT_EQ(dir, FlowDir::kReply);
   }
   EXPECT_EQ(table_.active(), tuples.size());
+  EXPECT_EQ(table_.stats().insert_failed, 0u);
+}
+
+TEST_F(FlowTableTest, fullnat_reply_key_uses_the_local_address_and_dsr_has_none) {
+  ASSERT_TRUE(init(1024));
+  FlowTarget fn = dnat(Mode::kFullnat);
+  fn.local_id = kLocalId;
+  fn.local_port = htons(40001);
+  Flow* f = table_.insert(client(1), fn, 0);
+  ASSERT_NE(f, nullptr);
+  const Tuple reply{fn.backend, addrs_[kLocalId], htons(8080), htons(40001), kProtoTcp};
+  FlowDir dir;
+  EXPECT_EQ(find(reply, 0, &dir), f);
+  EXPECT_EQ(dir, FlowDir::kReply);
+  EXPECT_TRUE(table_.reply_in_use(reply, FlowTable::hash(reply)));
+  // A DSR flow has no reply reference.
+  Flow* d = table_.insert(client(2), dnat(Mode::kDsrIpip), 0);
+  ASSERT_NE(d, nullptr);
+  const Tuple dsr_reply{fn.backend, client(2).src, htons(8080), client(2).sport, kProtoTcp};
+  EXPECT_EQ(find(dsr_reply, 0), nullptr);
+  table_.remove(f);
+  EXPECT_FALSE(table_.reply_in_use(reply, FlowTable::hash(reply)));
 }
 
 TEST_F(FlowTableTest, removed_flows_are_gone_in_both_directions_and_their_slots_reused) {
-  ASSERT_TRUE(table_.init(1024, 0, ConntrackTimeouts{}));
-  std::mt19937 rng(1);
-  const Tuple t = random_tuple(rng, false);
-  Flow* f = table_.insert(t, IpAddr::v4(0xc633640b), htons(8080), 1, 0);
+  ASSERT_TRUE(init(1024));
+  Flow* f = table_.insert(client(1), dnat(), 0);
   ASSERT_NE(f, nullptr);
+  const Tuple reply = table_.reply_tuple(*f);
   table_.remove(f);
-  FlowDir dir;
-  uint64_t expired = 0;
-  EXPECT_EQ(table_.lookup(t, FlowTable::hash(t), 0, &dir, &expired), nullptr);
-  const Tuple reply{IpAddr::v4(0xc633640b), t.src, htons(8080), t.sport, 6};
-  EXPECT_EQ(table_.lookup(reply, FlowTable::hash(reply), 0, &dir, &expired), nullptr);
+  EXPECT_EQ(find(client(1), 0), nullptr);
+  EXPECT_EQ(find(reply, 0), nullptr);
   EXPECT_EQ(table_.active(), 0u);
-  for (int i = 0; i < 1024; ++i) {
-    ASSERT_NE(table_.insert(random_tuple(rng, false), IpAddr::v4(0xc633640b), htons(8080), 1, 0), nullptr);
-  }
+  for (uint32_t i = 0; i < 1024; ++i) ASSERT_NE(table_.insert(client(100 + i), dnat(), 0), nullptr);
 }
 
-TEST_F(FlowTableTest, an_expired_flow_is_not_returned_and_is_counted) {
+TEST_F(FlowTableTest, lookup_does_not_return_an_expired_flow_and_counts_it) {
   ConntrackTimeouts to;
   to.udp_ms = 5000;
-  ASSERT_TRUE(table_.init(1024, 0, to));
-  Tuple t;
-  t.src = IpAddr::v4(0xc0000201);
-  t.dst = IpAddr::v4(0xcb00710a);
-  t.sport = htons(1000);
-  t.dport = htons(53);
-  t.proto = 17;
-  ASSERT_NE(table_.insert(t, IpAddr::v4(0xc633640b), htons(5353), 1, 1000), nullptr);
-  FlowDir dir;
-  uint64_t expired = 0;
-  EXPECT_NE(table_.lookup(t, FlowTable::hash(t), 5999, &dir, &expired), nullptr);
-  EXPECT_EQ(table_.lookup(t, FlowTable::hash(t), 6000, &dir, &expired), nullptr);
-  EXPECT_EQ(expired, 1u);
+  ASSERT_TRUE(init(1024, to));
+  ASSERT_NE(table_.insert(client(1, kProtoUdp), dnat(), 1000), nullptr);
+  EXPECT_NE(find(client(1, kProtoUdp), 5999), nullptr);
+  EXPECT_EQ(find(client(1, kProtoUdp), 6000), nullptr);
+  EXPECT_EQ(table_.stats().expired, 1u);
   EXPECT_EQ(table_.active(), 0u);
+}
+
+TEST_F(FlowTableTest, the_timer_wheel_reclaims_idle_flows_without_lookups_and_keeps_refreshed_ones) {
+  ConntrackTimeouts to;
+  to.udp_ms = 10'000;
+  ASSERT_TRUE(init(4096, to));
+  table_.advance(0);
+  for (uint32_t i = 0; i < 3000; ++i) ASSERT_NE(table_.insert(client(i, kProtoUdp), dnat(), 0), nullptr);
+  // Keep every tenth flow alive by touching it at 8 s.
+  for (uint32_t i = 0; i < 3000; i += 10) table_.touch(find(client(i, kProtoUdp), 8000), FlowDir::kOriginal, 0, 8000);
+  uint32_t reclaimed = 0;
+  for (uint32_t t = 0; t <= 12'000; t += 100) reclaimed += table_.advance(t);
+  EXPECT_EQ(reclaimed, 2700u);
+  EXPECT_EQ(table_.active(), 300u);
+  for (uint32_t t = 12'000; t <= 20'000; t += 100) reclaimed += table_.advance(t);
+  EXPECT_EQ(table_.active(), 0u);
+  EXPECT_EQ(table_.stats().expired, 3000u);
+}
+
+TEST_F(FlowTableTest, flows_longer_than_a_wheel_round_expire_on_time) {
+  ConntrackTimeouts to;
+  to.tcp_established_ms = 7'200'000;  // 2 h: longer than the 70-minute round
+  ASSERT_TRUE(init(64, to));
+  table_.advance(0);
+  Flow* f = table_.insert(client(1), dnat(), 0);  // mid-stream: established
+  ASSERT_EQ(f->state, TcpState::kEstablished);
+  for (uint32_t t = 0; t < 7'190'000; t += 10'000) ASSERT_EQ(table_.advance(t), 0u) << t;
+  uint32_t reclaimed = 0;
+  for (uint32_t t = 7'190'000; t <= 7'210'000; t += 500) reclaimed += table_.advance(t);
+  EXPECT_EQ(reclaimed, 1u);
+}
+
+TEST_F(FlowTableTest, a_full_table_evicts_half_open_flows_first_and_never_established_ones) {
+  ASSERT_TRUE(init(1024));
+  // 512 established flows (handshake seen) and 512 half-open ones (SYN only).
+  for (uint32_t i = 0; i < 1024; ++i) {
+    Flow* f = table_.insert(client(i), dnat(), 0);
+    ASSERT_NE(f, nullptr);
+    table_.touch(f, FlowDir::kOriginal, kTcpSyn, 0);
+    if (i % 2 == 0) {
+      table_.touch(f, FlowDir::kReply, kTcpSyn | kTcpAck, 0);
+      table_.touch(f, FlowDir::kOriginal, kTcpAck, 0);
+    }
+  }
+  EXPECT_EQ(table_.established(), 512u);
+  // A SYN flood of 2000 new flows: each takes the place of a half-open one while any is left.
+  uint32_t inserted = 0;
+  for (uint32_t i = 0; i < 2000; ++i) {
+    Flow* f = table_.insert(client(5000 + i), dnat(), 0);
+    if (f) {
+      table_.touch(f, FlowDir::kOriginal, kTcpSyn, 0);
+      ++inserted;
+    }
+  }
+  EXPECT_EQ(table_.established(), 512u);
+  for (uint32_t i = 0; i < 1024; i += 2) EXPECT_NE(find(client(i), 0), nullptr) << i;
+  EXPECT_EQ(inserted, 2000u) << "the flood keeps replacing its own half-open flows";
+  EXPECT_EQ(table_.stats().evicted, 2000u);
+  // Only established flows left? Then there is nothing to evict: the insert fails (the caller
+  // forwards statelessly).
+  table_.destroy();
+  ASSERT_TRUE(init(64));
+  for (uint32_t i = 0; i < 64; ++i) ASSERT_NE(table_.insert(client(i), dnat(), 0), nullptr);
+  EXPECT_EQ(table_.insert(client(999), dnat(), 0), nullptr);
+  EXPECT_EQ(table_.stats().insert_failed, 1u);
+}
+
+// The connection's states as the gateway sees them (RFC 9293 §3.3.2 names).
+TEST_F(FlowTableTest, tcp_states_follow_handshake_close_simultaneous_close_and_reset) {
+  ASSERT_TRUE(init(64));
+  const auto O = FlowDir::kOriginal, R = FlowDir::kReply;
+  struct Step {
+    FlowDir dir;
+    uint8_t flags;
+    TcpState want;
+  };
+  const std::vector<std::pair<const char*, std::vector<Step>>> cases = {
+      {"handshake and client-first close",
+       {{O, kTcpSyn, TcpState::kSynSent}, {R, kTcpSyn | kTcpAck, TcpState::kSynRecv},
+        {O, kTcpAck, TcpState::kEstablished}, {O, kTcpFin | kTcpAck, TcpState::kFinWait},
+        {R, kTcpAck, TcpState::kFinWait}, {R, kTcpFin | kTcpAck, TcpState::kLastAck},
+        {R, kTcpAck, TcpState::kLastAck}, {O, kTcpAck, TcpState::kTimeWait}}},
+      {"backend-first close",
+       {{O, kTcpSyn, TcpState::kSynSent}, {R, kTcpSyn | kTcpAck, TcpState::kSynRecv},
+        {O, kTcpAck, TcpState::kEstablished}, {R, kTcpFin | kTcpAck, TcpState::kCloseWait},
+        {O, kTcpFin | kTcpAck, TcpState::kLastAck}, {R, kTcpAck, TcpState::kTimeWait}}},
+      {"simultaneous close (FINs cross)",
+       {{O, kTcpSyn, TcpState::kSynSent}, {R, kTcpSyn | kTcpAck, TcpState::kSynRecv},
+        {O, kTcpAck, TcpState::kEstablished}, {O, kTcpFin | kTcpAck, TcpState::kFinWait},
+        {R, kTcpFin | kTcpAck, TcpState::kLastAck}, {O, kTcpAck, TcpState::kTimeWait}}},
+      {"reset", {{O, kTcpSyn, TcpState::kSynSent}, {R, kTcpRst | kTcpAck, TcpState::kClose}}},
+      {"new SYN after TIME_WAIT reopens",
+       {{O, kTcpSyn, TcpState::kSynSent}, {R, kTcpRst, TcpState::kClose},
+        {O, kTcpSyn, TcpState::kSynSent}}},
+      {"mid-stream pickup", {{O, kTcpAck, TcpState::kEstablished}}},
+  };
+  uint32_t n = 0;
+  for (const auto& [name, steps] : cases) {
+    SCOPED_TRACE(name);
+    Flow* f = table_.insert(client(++n), dnat(), 0);
+    ASSERT_NE(f, nullptr);
+    for (const Step& s : steps) {
+      table_.touch(f, s.dir, s.flags, 0);
+      EXPECT_EQ(tcp_state_name(f->state), std::string(tcp_state_name(s.want)));
+    }
+  }
+  EXPECT_EQ(table_.established(), 1u) << "only the mid-stream flow is established";
+}
+
+TEST_F(FlowTableTest, timeouts_follow_the_state) {
+  ConntrackTimeouts to;
+  to.tcp_syn_ms = 1000;
+  to.tcp_established_ms = 100000;
+  to.tcp_fin_ms = 2000;
+  to.tcp_time_wait_ms = 3000;
+  to.tcp_close_ms = 500;
+  ASSERT_TRUE(init(64, to));
+  Flow* f = table_.insert(client(1), dnat(), 0);
+  table_.touch(f, FlowDir::kOriginal, kTcpSyn, 0);
+  EXPECT_EQ(f->expire_ms, 1000u);
+  table_.touch(f, FlowDir::kReply, kTcpSyn | kTcpAck, 0);
+  table_.touch(f, FlowDir::kOriginal, kTcpAck, 0);
+  EXPECT_EQ(f->expire_ms, 100000u);
+  table_.touch(f, FlowDir::kOriginal, kTcpFin | kTcpAck, 0);
+  EXPECT_EQ(f->expire_ms, 2000u);
+  table_.touch(f, FlowDir::kReply, kTcpFin | kTcpAck, 0);
+  table_.touch(f, FlowDir::kOriginal, kTcpAck, 0);
+  EXPECT_EQ(f->expire_ms, 3000u);
+  table_.touch(f, FlowDir::kOriginal, kTcpRst, 0);
+  EXPECT_EQ(f->expire_ms, 500u);
 }
 
 }  // namespace

@@ -54,12 +54,12 @@ const std::set<std::string> kExpectedKinds = {
     "ipv6_ext_chain_too_long", "ipv6_bad_source", "tcp_truncated", "tcp_bad_data_offset",
     "tcp_bad_option", "tcp_bad_flags", "udp_truncated", "udp_bad_length", "icmp_truncated",
     "icmp6_truncated", "icmp_bad_checksum", "ttl_exceeded", "no_service", "l4_unsupported",
-    "fragment_unsupported"};
+    "fragment_unsupported", "fragment_no_first"};
 
 // Faults that are forwarding decisions: the frame itself parses cleanly.
-const std::set<std::string> kDecisionKinds = {"l2_not_for_us",        "icmp_bad_checksum",
-                                              "fragment_unsupported", "l4_unsupported",
-                                              "no_service",           "ttl_exceeded"};
+const std::set<std::string> kDecisionKinds = {
+    "l2_not_for_us", "icmp_bad_checksum", "fragment_unsupported", "fragment_no_first",
+    "l4_unsupported", "no_service",       "ttl_exceeded"};
 
 pkt::MalformedContext test_context() {
   pkt::MalformedContext c;
@@ -273,10 +273,18 @@ const std::map<std::string, Check>& kind_checks() {
        }},
       {"fragment_unsupported",
        [](const Bytes& f, const Decoded& d, const auto& c) {
-         EXPECT_TRUE(d.mf);
-         EXPECT_EQ(d.frag_offset, 0);
-         EXPECT_EQ(d.l4_len % 8, 0u);  // a real fragmenter cuts at 8-byte units
-         expect_syn_to(d, *c.service4);
+         EXPECT_TRUE(d.fragment);
+         EXPECT_GT(d.frag_offset, 0);
+         EXPECT_FALSE(d.has_l4);
+         EXPECT_EQ(d.dst, *c.local4);
+         EXPECT_EQ(pkt::verify_checksums(f).ipv4, pkt::CsumState::kValid);
+       }},
+      {"fragment_no_first",
+       [](const Bytes& f, const Decoded& d, const auto& c) {
+         EXPECT_TRUE(d.fragment);
+         EXPECT_GT(d.frag_offset, 0);
+         EXPECT_FALSE(d.has_l4);
+         EXPECT_EQ(d.dst, c.service4->addr);
          EXPECT_EQ(pkt::verify_checksums(f).ipv4, pkt::CsumState::kValid);
        }},
       {"l4_unsupported",
@@ -705,7 +713,7 @@ std::string fault_of(const Model& m, const Bytes& f, const Decoded& d) {
   if (d.eth_dst != m.gw) return "l2_not_for_us";
   if (!d.is_ip()) return "?";
   if (d.ttl == 1) return "ttl_exceeded";
-  if (d.fragment) return "fragment_unsupported";
+  if (d.fragment) return m.is_vip(d.dst) ? "fragment_no_first" : "fragment_unsupported";
   if (d.l4_proto != pkt::kProtoTcp && d.l4_proto != pkt::kProtoUdp &&
       d.l4_proto != pkt::kProtoIcmp && d.l4_proto != pkt::kProtoIcmp6) {
     return "l4_unsupported";

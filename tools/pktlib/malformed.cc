@@ -280,13 +280,18 @@ Bytes icmp_bad_checksum(const MalformedContext& c) {
 // --- Decisions ---
 
 Bytes fragment_unsupported(const MalformedContext& c) {
+  // A later fragment to the gateway's own address: the gateway does not reassemble.
+  IpHdr ip = ip_to(c, *c.local4);
+  ip.frag_offset = 3;  // 24 bytes in: no transport header in this fragment
+  return build_ip(eth_of(c), ip, kProtoUdp, Bytes(24, 0x62));
+}
+
+Bytes fragment_no_first(const MalformedContext& c) {
+  // A later fragment of a datagram to a VIP whose first fragment (with the ports) never came.
   const Endpoint to = *c.service4;
   IpHdr ip = ip_to(c, to.addr);
-  ip.df = false;
-  ip.mf = true;  // first fragment: offset 0, more to come
-  const Bytes data(24, 0x62);
-  const Bytes seg = tcp_segment(ip.src, ip.dst, syn_to(c, to.port), data);
-  return build_ip(eth_of(c), ip, kProtoTcp, std::span(seg).first(seg.size() - 16));
+  ip.frag_offset = 3;
+  return build_ip(eth_of(c), ip, kProtoTcp, Bytes(24, 0x63));
 }
 
 Bytes l4_unsupported(const MalformedContext& c) {
@@ -355,11 +360,14 @@ constexpr MalformedKind kKinds[] = {
     {"icmp6_truncated", "3 bytes of ICMPv6 to a local address", kNeedLocal6, icmp6_truncated},
     {"icmp_bad_checksum", "echo request to a local address, wrong ICMP checksum", kNeedLocal4,
      icmp_bad_checksum},
-    {"fragment_unsupported", "first IPv4 fragment (MF) of a SYN to a VIP", kNeedService4,
+    {"fragment_unsupported", "later IPv4 fragment to the gateway's address", kNeedLocal4,
      fragment_unsupported},
+    {"fragment_no_first", "later IPv4 fragment to a VIP, its first fragment never sent",
+     kNeedService4, fragment_no_first},
     {"l4_unsupported", "SCTP INIT to a VIP", kNeedService4, l4_unsupported},
     {"no_service", "valid SYN to a transit address that is no VIP", 0, no_service},
-    {"ttl_exceeded", "SYN to a VIP with TTL 1", kNeedService4, ttl_exceeded},
+    {"ttl_exceeded", "SYN to a VIP with TTL 1 (answered with ICMP time exceeded)", kNeedService4,
+     ttl_exceeded},
 };
 
 }  // namespace
