@@ -89,7 +89,9 @@ Drop parse_l4(const uint8_t* data, const Bounds& bd, PacketMeta* m) {
       if (len < kUdpHdrLen) return Drop::kUdpTruncated;
       if ((d = bd.need(m->l4_off, kUdpHdrLen, Drop::kUdpTruncated)) != Drop::kNone) return d;
       const uint16_t ulen = rd16(l4 + 4);
-      if (ulen < kUdpHdrLen || ulen > len) return Drop::kUdpBadLength;
+      // In a first fragment the length covers the whole datagram, beyond this fragment.
+      const bool first_fragment = m->flags & kPktFirstFragment;
+      if (ulen < kUdpHdrLen || (ulen > len && !first_fragment)) return Drop::kUdpBadLength;
       std::memcpy(&m->sport, l4, 2);
       std::memcpy(&m->dport, l4 + 2, 2);
       m->l4_hdr_len = kUdpHdrLen;

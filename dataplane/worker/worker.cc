@@ -577,8 +577,9 @@ void Worker::stage_service(rte_mbuf** pkts, uint16_t n) {
       }
     }
     if (f && m.is_fragment()) {
-      frags_->remember(m.src, m.dst, m.l4_proto, m.ip_id, flows_.index_of(f),
-                       f->created_ms, uint8_t(FlowDir::kOriginal), now_ms);
+      // Keyed by the addresses as they arrived (`m` now holds the translated ones).
+      frags_->remember(t.src, t.dst, t.proto, m.ip_id, flows_.index_of(f), f->created_ms,
+                       uint8_t(FlowDir::kOriginal), now_ms);
     }
   }
 }

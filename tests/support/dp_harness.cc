@@ -12,6 +12,7 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "control/runtime/ports.h"
 #include "control/snapshot/builder.h"
 
 namespace meshgate::test {
@@ -131,29 +132,44 @@ rte_mempool* test_pool() {
   return g_pool;
 }
 
-DataplaneHarness::DataplaneHarness(const std::string& config_toml, uint32_t max_flows) {
+DataplaneHarness::DataplaneHarness(const std::string& config_toml, HarnessOptions opt)
+    : opt_(opt) {
   init_eal_once();
   auto cfg = ctl::parse_config(config_toml, "test.toml");
   if (!cfg) throw std::runtime_error("test config: " + cfg.error().str());
   cfg_ = std::move(cfg.value());
   reg_ = std::make_unique<ctl::Registries>();
   const uint32_t inst = g_instance++;
+  const uint16_t nq = opt_.workers;
+  if (opt_.rss) {
+    std::vector<uint16_t> reta(128);
+    for (size_t e = 0; e < reta.size(); ++e) reta[e] = uint16_t(e % nq);
+    rss_ = std::make_unique<dp::RssPredictor>(ctl::default_rss_key(), reta);
+  }
   for (size_t i = 0; i < cfg_.ports.size(); ++i) {
-    const std::string n = std::to_string(inst) + "_" + std::to_string(i);
-    rte_ring* rx = rte_ring_create(("hrx" + n).c_str(), 1024, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
-    rte_ring* tx = rte_ring_create(("htx" + n).c_str(), 1024, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
-    if (!rx || !tx) throw std::runtime_error("cannot create harness rings");
+    std::vector<rte_ring*> rx(nq), tx(nq);
+    for (uint16_t q = 0; q < nq; ++q) {
+      const std::string n = std::to_string(inst) + "_" + std::to_string(i) + "_" + std::to_string(q);
+      rx[q] = rte_ring_create(("hrx" + n).c_str(), 1024, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
+      tx[q] = rte_ring_create(("htx" + n).c_str(), 1024, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
+      if (!rx[q] || !tx[q]) throw std::runtime_error("cannot create harness rings");
+    }
     rx_rings_.push_back(rx);
     tx_rings_.push_back(tx);
-    const int port_id = rte_eth_from_rings(("net_ring_h" + n).c_str(), &rx, 1, &tx, 1, 0);
+    const std::string pn = "net_ring_h" + std::to_string(inst) + "_" + std::to_string(i);
+    const int port_id = rte_eth_from_rings(pn.c_str(), rx.data(), nq, tx.data(), nq, 0);
     if (port_id < 0) throw std::runtime_error("rte_eth_from_rings failed");
     rte_eth_conf conf{};
-    if (rte_eth_dev_configure(uint16_t(port_id), 1, 1, &conf) != 0 ||
-        rte_eth_rx_queue_setup(uint16_t(port_id), 0, 1024, 0, nullptr, g_pool) != 0 ||
-        rte_eth_tx_queue_setup(uint16_t(port_id), 0, 1024, 0, nullptr) != 0 ||
-        rte_eth_dev_start(uint16_t(port_id)) != 0) {
-      throw std::runtime_error("cannot start the net_ring port");
+    if (rte_eth_dev_configure(uint16_t(port_id), nq, nq, &conf) != 0) {
+      throw std::runtime_error("cannot configure the net_ring port");
     }
+    for (uint16_t q = 0; q < nq; ++q) {
+      if (rte_eth_rx_queue_setup(uint16_t(port_id), q, 1024, 0, nullptr, g_pool) != 0 ||
+          rte_eth_tx_queue_setup(uint16_t(port_id), q, 1024, 0, nullptr) != 0) {
+        throw std::runtime_error("cannot set up the net_ring queues");
+      }
+    }
+    if (rte_eth_dev_start(uint16_t(port_id)) != 0) throw std::runtime_error("cannot start net_ring");
     dp::PortRuntime rt;
     rt.name = cfg_.ports[i].name;
     rt.port_id = uint16_t(port_id);
@@ -167,38 +183,59 @@ DataplaneHarness::DataplaneHarness(const std::string& config_toml, uint32_t max_
   last_by_port_.resize(ports_.size());
   publish(config_toml);
 
-  dp::WorkerParams wp;
-  wp.index = 0;
-  wp.socket = 0;
-  wp.ports = ports_;
-  wp.snapshot = &slot_;
-  wp.addrs = reg_->addrs.table();
-  wp.pool = g_pool;
-  wp.max_flows = max_flows;
-  wp.timeouts.tcp_syn_ms = cfg_.conntrack.tcp_syn * 1000;
-  wp.timeouts.tcp_established_ms = cfg_.conntrack.tcp_established * 1000;
-  wp.timeouts.tcp_fin_ms = cfg_.conntrack.tcp_fin * 1000;
-  wp.timeouts.tcp_time_wait_ms = cfg_.conntrack.tcp_time_wait * 1000;
-  wp.timeouts.udp_ms = cfg_.conntrack.udp * 1000;
-  wp.timeouts.other_ms = cfg_.conntrack.icmp * 1000;
-  wp.replay = true;
-  wp.replay_packets = ~0ull;
-  wp.timestamp_offset = g_ts_offset;
-  wp.timestamp_flag = g_ts_flag;
-  worker_ = std::make_unique<dp::Worker>();
-  if (!worker_->init(wp)) throw std::runtime_error("worker init failed");
+  handoff_.assign(nq, std::vector<rte_ring*>(nq, nullptr));
+  for (uint16_t a = 0; a < nq && nq > 1; ++a) {
+    for (uint16_t b = 0; b < nq; ++b) {
+      if (a == b) continue;
+      const std::string n = "hho" + std::to_string(inst) + "_" + std::to_string(a) + "_" +
+                            std::to_string(b);
+      handoff_[a][b] = rte_ring_create(n.c_str(), 1024, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
+      if (!handoff_[a][b]) throw std::runtime_error("cannot create handoff rings");
+    }
+  }
+  for (uint16_t w = 0; w < nq; ++w) {
+    dp::WorkerParams wp;
+    wp.index = w;
+    wp.n_workers = nq;
+    wp.socket = 0;
+    wp.ports = ports_;
+    wp.snapshot = &slot_;
+    wp.addrs = reg_->addrs.table();
+    wp.pool = g_pool;
+    wp.max_flows = opt_.max_flows;
+    wp.timeouts.tcp_syn_ms = cfg_.conntrack.tcp_syn * 1000;
+    wp.timeouts.tcp_established_ms = cfg_.conntrack.tcp_established * 1000;
+    wp.timeouts.tcp_fin_ms = cfg_.conntrack.tcp_fin * 1000;
+    wp.timeouts.tcp_time_wait_ms = cfg_.conntrack.tcp_time_wait * 1000;
+    wp.timeouts.udp_ms = cfg_.conntrack.udp * 1000;
+    wp.timeouts.other_ms = cfg_.conntrack.icmp * 1000;
+    for (uint16_t o = 0; o < nq; ++o) {
+      wp.handoff_to[o] = handoff_[w][o];
+      wp.handoff_from[o] = handoff_[o][w];
+    }
+    for (size_t pi = 0; pi < ports_.size(); ++pi) wp.rss[pi] = rss_.get();
+    wp.replay = true;
+    wp.replay_packets = ~0ull;
+    wp.timestamp_offset = g_ts_offset;
+    wp.timestamp_flag = g_ts_flag;
+    workers_.push_back(std::make_unique<dp::Worker>());
+    if (!workers_.back()->init(wp)) throw std::runtime_error("worker init failed");
+  }
 }
 
 DataplaneHarness::~DataplaneHarness() {
-  worker_->finish();
+  for (auto& w : workers_) w->finish();
   collect();
-  worker_.reset();
+  workers_.clear();
   for (const auto& p : ports_) {
     rte_eth_dev_stop(p.port_id);
     rte_eth_dev_close(p.port_id);
   }
-  for (auto* r : rx_rings_) rte_ring_free(r);
-  for (auto* r : tx_rings_) rte_ring_free(r);
+  for (auto& v : {&rx_rings_, &tx_rings_, &handoff_}) {
+    for (auto& row : *v) {
+      for (rte_ring* r : row) rte_ring_free(r);
+    }
+  }
   const dp::Snapshot* s = slot_.current.exchange(nullptr);
   dp::snapshot_free(const_cast<dp::Snapshot*>(s));
 }
@@ -213,31 +250,73 @@ void DataplaneHarness::publish(const std::string& config_toml) {
   dp::snapshot_free(const_cast<dp::Snapshot*>(old));
 }
 
+uint16_t DataplaneHarness::rss_queue(const pkt::Bytes& f) const {
+  if (!rss_) return 0;
+  dp::PacketMeta m;
+  if (dp::parse_packet(f.data(), uint32_t(f.size()), &m, false) != dp::Drop::kNone || !m.is_ip()) {
+    return 0;
+  }
+  // NICs hash fragments and other protocols by addresses only; TCP/UDP by the 4-tuple.
+  if (m.has_l4() && !m.is_fragment() && (m.l4_proto == 6 || m.l4_proto == 17)) {
+    return rss_->queue(m.src, m.dst, m.sport, m.dport);
+  }
+  return rss_->queue_of(rss_->fixed_hash(m.src, m.dst, 0));  // zero ports add nothing
+}
+
 std::vector<pkt::Bytes> DataplaneHarness::send(const std::vector<pkt::Bytes>& frames,
                                                uint64_t ts_ns, uint16_t port) {
+  std::vector<std::vector<pkt::Bytes>> by_queue(workers_.size());
+  for (const auto& f : frames) by_queue[rss_queue(f)].push_back(f);
+  for (uint16_t q = 0; q < by_queue.size(); ++q) {
+    for (const auto& f : by_queue[q]) {
+      rte_mbuf* m = rte_pktmbuf_alloc(g_pool);
+      if (!m) throw std::runtime_error("test pool exhausted");
+      char* d = rte_pktmbuf_append(m, uint16_t(f.size()));
+      if (!d) throw std::runtime_error("frame too large for one mbuf");
+      std::memcpy(d, f.data(), f.size());
+      *RTE_MBUF_DYNFIELD(m, g_ts_offset, rte_mbuf_timestamp_t*) = ts_ns / 1000;  // as net_pcap
+      m->ol_flags |= g_ts_flag;
+      if (rte_ring_enqueue(rx_rings_[port][q], m) != 0) throw std::runtime_error("RX ring full");
+    }
+  }
+  poll_all(ts_ns);
+  return collect();
+}
+
+std::vector<pkt::Bytes> DataplaneHarness::send_to_queue(const std::vector<pkt::Bytes>& frames,
+                                                        uint64_t ts_ns, uint16_t port,
+                                                        uint16_t queue) {
   for (const auto& f : frames) {
     rte_mbuf* m = rte_pktmbuf_alloc(g_pool);
     if (!m) throw std::runtime_error("test pool exhausted");
     char* d = rte_pktmbuf_append(m, uint16_t(f.size()));
     if (!d) throw std::runtime_error("frame too large for one mbuf");
     std::memcpy(d, f.data(), f.size());
-    *RTE_MBUF_DYNFIELD(m, g_ts_offset, rte_mbuf_timestamp_t*) = ts_ns / 1000;  // as net_pcap: us
+    *RTE_MBUF_DYNFIELD(m, g_ts_offset, rte_mbuf_timestamp_t*) = ts_ns / 1000;
     m->ol_flags |= g_ts_flag;
-    if (rte_ring_enqueue(rx_rings_[port], m) != 0) throw std::runtime_error("RX ring full");
+    if (rte_ring_enqueue(rx_rings_[port][queue], m) != 0) throw std::runtime_error("RX ring full");
   }
-  worker_->advance_clock(ts_ns);
-  worker_->poll_once();
+  poll_all(ts_ns);
   return collect();
 }
 
+void DataplaneHarness::poll_all(uint64_t ts_ns) {
+  // Enough rounds for a packet to visit every worker through the handoff rings.
+  for (size_t round = 0; round <= workers_.size(); ++round) {
+    for (auto& w : workers_) {
+      w->advance_clock(ts_ns);
+      w->poll_once();
+    }
+  }
+}
+
 std::vector<pkt::Bytes> DataplaneHarness::tick(uint64_t ts_ns) {
-  worker_->advance_clock(ts_ns);
-  worker_->poll_once();
+  poll_all(ts_ns);
   return collect();
 }
 
 std::vector<pkt::Bytes> DataplaneHarness::finish() {
-  worker_->finish();
+  for (auto& w : workers_) w->finish();
   return collect();
 }
 
@@ -245,21 +324,35 @@ std::vector<pkt::Bytes> DataplaneHarness::collect() {
   std::vector<pkt::Bytes> all;
   for (size_t p = 0; p < tx_rings_.size(); ++p) {
     last_by_port_[p].clear();
-    void* objs[64];
-    unsigned n;
-    while ((n = rte_ring_dequeue_burst(tx_rings_[p], objs, 64, nullptr)) > 0) {
-      for (unsigned i = 0; i < n; ++i) {
-        auto* m = static_cast<rte_mbuf*>(objs[i]);
-        pkt::Bytes b(m->pkt_len);
-        const void* src = rte_pktmbuf_read(m, 0, m->pkt_len, b.data());
-        if (src != b.data()) std::memcpy(b.data(), src, m->pkt_len);
-        rte_pktmbuf_free(m);
-        last_by_port_[p].push_back(b);
-        all.push_back(std::move(b));
+    for (rte_ring* r : tx_rings_[p]) {
+      void* objs[64];
+      unsigned n;
+      while ((n = rte_ring_dequeue_burst(r, objs, 64, nullptr)) > 0) {
+        for (unsigned i = 0; i < n; ++i) {
+          auto* m = static_cast<rte_mbuf*>(objs[i]);
+          pkt::Bytes b(m->pkt_len);
+          const void* src = rte_pktmbuf_read(m, 0, m->pkt_len, b.data());
+          if (src != b.data()) std::memcpy(b.data(), src, m->pkt_len);
+          rte_pktmbuf_free(m);
+          last_by_port_[p].push_back(b);
+          all.push_back(std::move(b));
+        }
       }
     }
   }
   return all;
+}
+
+const dp::WorkerCounters& DataplaneHarness::counters() const {
+  // Every field is a uint64_t counter or gauge: sum them as an array.
+  constexpr size_t kN = sizeof(dp::WorkerCounters) / sizeof(uint64_t);
+  auto* out = reinterpret_cast<uint64_t*>(&total_);
+  for (size_t k = 0; k < kN; ++k) out[k] = 0;
+  for (const auto& w : workers_) {
+    const auto* in = reinterpret_cast<const uint64_t*>(&w->counters());
+    for (size_t k = 0; k < kN; ++k) out[k] += in[k];
+  }
+  return total_;
 }
 
 uint64_t DataplaneHarness::drops_total() const {
@@ -270,16 +363,22 @@ uint64_t DataplaneHarness::drops_total() const {
 
 bool DataplaneHarness::balanced() const {
   const auto& c = counters();
-  return c.rx_packets + c.generated == c.tx_packets + c.consumed + drops_total() + c.pending_now;
+  return c.rx_packets + c.generated + c.handoff_in ==
+         c.tx_packets + c.consumed + drops_total() + c.pending_now + c.handoff_out;
 }
 
-const dp::BackendCounters& DataplaneHarness::backend(const std::string& service,
-                                                     const std::string& ep) const {
+dp::BackendCounters DataplaneHarness::backend(const std::string& service,
+                                              const std::string& ep) const {
   const auto& names = reg_->stats.names();
   for (uint32_t i = 0; i < names.size(); ++i) {
-    if (names[i].service == service && names[i].backend == ep) {
-      return worker_->backend_counters()[i];
+    if (names[i].service != service || names[i].backend != ep) continue;
+    dp::BackendCounters sum;
+    for (const auto& w : workers_) {
+      sum.packets += w->backend_counters()[i].packets;
+      sum.bytes += w->backend_counters()[i].bytes;
+      sum.flows += w->backend_counters()[i].flows;
     }
+    return sum;
   }
   throw std::runtime_error("no backend " + service + "/" + ep);
 }

@@ -10,6 +10,7 @@
 
 #include "control/config/config.h"
 #include "control/snapshot/builder.h"
+#include "dataplane/nat/rss.h"
 #include "dataplane/snapshot/snapshot_slot.h"
 #include "dataplane/worker/worker.h"
 #include "tools/pktlib/build.h"
@@ -23,19 +24,35 @@ namespace meshgate::test {
 void init_eal_once();
 rte_mempool* test_pool();
 
+struct HarnessOptions {
+  uint32_t max_flows = 4096;  // per worker
+  uint16_t workers = 1;
+  // Steer injected TCP/UDP packets to queues like a NIC with RSS: Toeplitz with the default key
+  // over a RETA that spreads 128 entries over the workers. The workers get the same predictor.
+  bool rss = false;
+};
+
 class DataplaneHarness {
  public:
-  // Port devices in the config are ignored; each [[port]] becomes a net_ring port. Ports without
-  // `mac` get 02:00:00:00:00:0<index+1>.
-  explicit DataplaneHarness(const std::string& config_toml, uint32_t max_flows = 4096);
+  // Port devices in the config are ignored; each [[port]] becomes a net_ring port with one RX
+  // and one TX ring per worker. Ports without `mac` get 02:00:00:00:00:0<index+1>.
+  DataplaneHarness(const std::string& config_toml, HarnessOptions opt);
+  explicit DataplaneHarness(const std::string& config_toml, uint32_t max_flows = 4096)
+      : DataplaneHarness(config_toml, HarnessOptions{max_flows, 1, false}) {}
   ~DataplaneHarness();
   DataplaneHarness(const DataplaneHarness&) = delete;
   DataplaneHarness& operator=(const DataplaneHarness&) = delete;
 
-  // Injects frames on port `port` with capture time `ts_ns`, runs one poll iteration and
-  // returns what every port transmitted (in order, port 0 first).
+  // Injects frames on port `port` with capture time `ts_ns` (to queue 0, or to the RSS queue
+  // with HarnessOptions::rss), polls every worker until nothing moves (handoffs included) and
+  // returns what every port transmitted (port 0 first).
   std::vector<pkt::Bytes> send(const std::vector<pkt::Bytes>& frames, uint64_t ts_ns,
                                uint16_t port = 0);
+  // The same into one queue (worker) explicitly.
+  std::vector<pkt::Bytes> send_to_queue(const std::vector<pkt::Bytes>& frames, uint64_t ts_ns,
+                                        uint16_t port, uint16_t queue);
+  // The queue RSS steers a frame to (0 without RSS).
+  uint16_t rss_queue(const pkt::Bytes& frame) const;
   std::vector<pkt::Bytes> send(const pkt::Bytes& frame, uint64_t ts_ns, uint16_t port = 0) {
     return send(std::vector<pkt::Bytes>{frame}, ts_ns, port);
   }
@@ -49,26 +66,34 @@ class DataplaneHarness {
   // Stops the worker as at exit (pending packets dropped) and returns what was flushed.
   std::vector<pkt::Bytes> finish();
 
-  const dp::WorkerCounters& counters() const { return worker_->counters(); }
+  // Counters summed over the workers.
+  const dp::WorkerCounters& counters() const;
+  const dp::WorkerCounters& counters_of(uint16_t w) const { return workers_[w]->counters(); }
   uint64_t drops(dp::Drop r) const { return counters().drops[uint32_t(r)]; }
   uint64_t drops_total() const;
   // in + generated == out + consumed + drops + pending
   bool balanced() const;
-  const dp::BackendCounters& backend(const std::string& service, const std::string& ep) const;
+  dp::BackendCounters backend(const std::string& service, const std::string& ep) const;
   const ctl::Config& config() const { return cfg_; }
   const dp::Snapshot* snapshot() const { return slot_.load(); }
-  dp::Worker& worker() { return *worker_; }
+  dp::Worker& worker(uint16_t w = 0) { return *workers_[w]; }
+  uint16_t workers() const { return uint16_t(workers_.size()); }
   const MacAddr& port_mac(uint16_t port) const { return ports_[port].mac; }
 
  private:
   std::vector<pkt::Bytes> collect();
+  void poll_all(uint64_t ts_ns);
 
+  HarnessOptions opt_;
   ctl::Config cfg_;
   std::unique_ptr<ctl::Registries> reg_;
   std::vector<dp::PortRuntime> ports_;
-  std::vector<rte_ring*> rx_rings_, tx_rings_;
+  std::vector<std::vector<rte_ring*>> rx_rings_, tx_rings_;  // [port][queue]
+  std::vector<std::vector<rte_ring*>> handoff_;               // [from][to]
+  std::unique_ptr<dp::RssPredictor> rss_;
   dp::SnapshotSlot slot_;
-  std::unique_ptr<dp::Worker> worker_;
+  std::vector<std::unique_ptr<dp::Worker>> workers_;
+  mutable dp::WorkerCounters total_;
   std::vector<std::vector<pkt::Bytes>> last_by_port_;
   uint64_t version_ = 0;
 };

@@ -278,6 +278,21 @@ TEST(ParseValid, fragments_are_flagged_and_later_fragments_carry_no_ports) {
   EXPECT_TRUE(m.has_l4());
 }
 
+TEST(ParseValid, a_first_udp_fragment_carries_the_whole_datagram_length) {
+  pkt::IpHdr ip = ip4();
+  ip.mf = true;
+  const Bytes datagram = pkt::udp_datagram(ip.src, ip.dst, udp(), Bytes(64, 7));
+  PacketMeta m;
+  ASSERT_EQ(parse(pkt::build_ip(kEth, ip, pkt::kProtoUdp, std::span(datagram).first(40)), &m),
+            Drop::kNone);
+  EXPECT_TRUE(m.has_l4());
+  EXPECT_EQ(ntohs(m.dport), 53);
+  // Unfragmented, the same length would be beyond the packet.
+  ip.mf = false;
+  EXPECT_EQ(parse(pkt::build_ip(kEth, ip, pkt::kProtoUdp, std::span(datagram).first(40))),
+            Drop::kUdpBadLength);
+}
+
 TEST(ParseValid, icmp_echo_identifier_is_the_flow_port_and_ndp_dad_may_use_unspecified_source) {
   PacketMeta m;
   ASSERT_EQ(parse(pkt::build_icmp_echo(kEth, ip4(), false, 0x77, 1), &m), Drop::kNone);

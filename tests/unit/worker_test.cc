@@ -8,6 +8,7 @@
 
 #include "dataplane/lb/lb.h"
 #include "tests/support/dp_harness.h"
+#include "tests/support/frames.h"
 #include "tools/pktlib/build.h"
 #include "tools/pktlib/decode.h"
 
@@ -16,69 +17,18 @@ namespace {
 
 using dp::Drop;
 using pkt::Bytes;
+using test::A;
 using test::DataplaneHarness;
+using test::expected_backend;
 using test::kDemoTopology;
-
-IpAddr A(const char* s) { return *IpAddr::parse(s); }
-MacAddr M(const char* s) { return *MacAddr::parse(s); }
-
-const MacAddr kGw = M("02:00:00:00:00:01");
-const MacAddr kRouter = M("02:00:00:00:00:fe");
-const pkt::EthHdr kToGw{kGw, kRouter};
-constexpr uint64_t kT0 = 1'700'000'000'000'000'000ull;  // ns
-constexpr uint64_t kSec = 1'000'000'000ull;
-
-Bytes tcp_frame(const char* src, uint16_t sport, const char* dst, uint16_t dport, uint8_t flags,
-                uint8_t ttl = 64, const pkt::EthHdr& eth = kToGw, size_t payload = 0) {
-  pkt::IpHdr ip;
-  ip.src = A(src);
-  ip.dst = A(dst);
-  ip.ttl = ttl;
-  pkt::TcpHdr t;
-  t.sport = sport;
-  t.dport = dport;
-  t.flags = flags;
-  t.seq = 1000;
-  return pkt::build_tcp(eth, ip, t, Bytes(payload, 0xab));
-}
-
-Bytes udp_frame(const char* src, uint16_t sport, const char* dst, uint16_t dport,
-                const pkt::EthHdr& eth = kToGw, pkt::Csum csum = pkt::Csum::kValid) {
-  pkt::IpHdr ip;
-  ip.src = A(src);
-  ip.dst = A(dst);
-  pkt::UdpHdr u;
-  u.sport = sport;
-  u.dport = dport;
-  u.csum = csum;
-  return pkt::build_udp(eth, ip, u, Bytes{1, 2, 3, 4, 5});
-}
-
-// The backend the dataplane must pick for a client tuple, from the config alone. Tables are
-// built once per backend set (keyed by content, not by config address).
-std::string expected_backend(const ctl::Config& cfg, const char* service, const char* client,
-                             uint16_t cport) {
-  static std::map<std::string, std::vector<uint32_t>> tables;
-  for (const auto& s : cfg.services) {
-    if (s.name != service) continue;
-    const uint32_t size = s.table_size ? s.table_size : dp::lb_auto_table_size(s.backends.size());
-    std::string key = std::to_string(size);
-    for (const auto& b : s.backends) {
-      key += " " + b.address.str() + ":" + std::to_string(b.port) + "/" + std::to_string(b.weight);
-    }
-    auto& table = tables[key];
-    if (table.empty()) {
-      std::vector<dp::LbBackend> bs;
-      for (const auto& b : s.backends) bs.push_back({b.address, b.port, b.weight});
-      table = dp::lb_build_table(bs, size);
-    }
-    const uint32_t h = dp::lb_flow_hash(A(client), s.vip, htons(cport), htons(s.port),
-                                        uint8_t(s.protocol));
-    const auto& b = s.backends[dp::lb_lookup(table.data(), size, h)];
-    return b.address.str() + ":" + std::to_string(b.port);
-  }
-  return "";
-}
+using test::kGw;
+using test::kRouter;
+using test::kSec;
+using test::kT0;
+using test::kToGw;
+using test::M;
+using test::tcp_frame;
+using test::udp_frame;
 
 const std::map<std::string, MacAddr> kBackendMac = {
     {"198.51.100.11", M("02:00:00:00:01:11")}, {"198.51.100.12", M("02:00:00:00:01:12")},

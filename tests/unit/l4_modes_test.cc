@@ -1,0 +1,713 @@
+// Forwarding modes, ICMP error translation, fragments, backend removal and multi-worker flow
+// ownership, through the real worker burst functions (net_ring ports, see dp_harness.h).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "dataplane/nat/icmp_error.h"
+#include "dataplane/packet/wire.h"
+#include "tests/support/dp_harness.h"
+#include "tests/support/frames.h"
+#include "tools/pktlib/checksum.h"
+#include "tools/pktlib/decode.h"
+
+namespace meshgate {
+namespace {
+
+using dp::Drop;
+using pkt::Bytes;
+using test::A;
+using test::DataplaneHarness;
+using test::HarnessOptions;
+using test::kGw;
+using test::kRouter;
+using test::kT0;
+using test::kToGw;
+using test::M;
+using test::tcp_frame;
+using test::udp_frame;
+
+// One port, every mode, both families. Backends 198.51.100.11-14 / 2001:db8:1::11-12 on link.
+const std::string kModes = R"(
+[[port]]
+name = "net0"
+device = "net_ring0"
+mac = "02:00:00:00:00:01"
+addresses = ["198.51.100.1/24", "2001:db8:1::1/64"]
+[[route]]
+prefix = "0.0.0.0/0"
+via = "198.51.100.254"
+[[route]]
+prefix = "::/0"
+via = "2001:db8:1::fe"
+[fullnat]
+local_addresses = ["198.51.100.2", "2001:db8:1::2"]
+[[neighbor]]
+address = "198.51.100.254"
+mac = "02:00:00:00:00:fe"
+[[neighbor]]
+address = "2001:db8:1::fe"
+mac = "02:00:00:00:00:fe"
+[[neighbor]]
+address = "198.51.100.11"
+mac = "02:00:00:00:01:11"
+[[neighbor]]
+address = "198.51.100.12"
+mac = "02:00:00:00:01:12"
+[[neighbor]]
+address = "198.51.100.13"
+mac = "02:00:00:00:01:13"
+[[neighbor]]
+address = "198.51.100.14"
+mac = "02:00:00:00:01:14"
+[[neighbor]]
+address = "2001:db8:1::11"
+mac = "02:00:00:00:01:61"
+[[neighbor]]
+address = "2001:db8:1::12"
+mac = "02:00:00:00:01:62"
+
+[[service]]
+name = "dnat"
+vip = "203.0.113.10"
+port = 80
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+  [[service.backend]]
+  address = "198.51.100.12"
+  port = 8080
+  [[service.backend]]
+  address = "198.51.100.13"
+  port = 8080
+  [[service.backend]]
+  address = "198.51.100.14"
+  port = 8080
+[[service]]
+name = "fullnat"
+vip = "203.0.113.11"
+port = 80
+mode = "fullnat"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+  [[service.backend]]
+  address = "198.51.100.12"
+  port = 8080
+[[service]]
+name = "fullnat-udp"
+vip = "203.0.113.11"
+port = 53
+protocol = "udp"
+mode = "fullnat"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 5353
+[[service]]
+name = "ipip"
+vip = "203.0.113.12"
+port = 80
+mode = "dsr-ipip"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 80
+  [[service.backend]]
+  address = "198.51.100.12"
+  port = 80
+[[service]]
+name = "gue"
+vip = "203.0.113.13"
+port = 80
+mode = "dsr-gue"
+gue_port = 6080
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 80
+  [[service.backend]]
+  address = "198.51.100.12"
+  port = 80
+[[service]]
+name = "fullnat6"
+vip = "2001:db8:100::11"
+port = 80
+mode = "fullnat"
+  [[service.backend]]
+  address = "2001:db8:1::11"
+  port = 8080
+  [[service.backend]]
+  address = "2001:db8:1::12"
+  port = 8080
+[[service]]
+name = "ipip6"
+vip = "2001:db8:100::12"
+port = 80
+mode = "dsr-ipip"
+  [[service.backend]]
+  address = "2001:db8:1::11"
+  port = 80
+[[service]]
+name = "gue6"
+vip = "2001:db8:100::13"
+port = 80
+mode = "dsr-gue"
+  [[service.backend]]
+  address = "2001:db8:1::11"
+  port = 80
+)";
+
+const std::map<std::string, MacAddr> kMac = {
+    {"198.51.100.11", M("02:00:00:00:01:11")}, {"198.51.100.12", M("02:00:00:00:01:12")},
+    {"198.51.100.13", M("02:00:00:00:01:13")}, {"198.51.100.14", M("02:00:00:00:01:14")},
+    {"2001:db8:1::11", M("02:00:00:00:01:61")}, {"2001:db8:1::12", M("02:00:00:00:01:62")}};
+
+pkt::EthHdr from(const std::string& ip) { return {kGw, kMac.at(ip)}; }
+
+void expect_valid(const Bytes& f) {
+  const auto r = pkt::verify_checksums(f);
+  EXPECT_NE(r.ipv4, pkt::CsumState::kInvalid);
+  EXPECT_NE(r.l4, pkt::CsumState::kInvalid);
+}
+
+// ---- fullnat ---------------------------------------------------------------------------------
+
+TEST(Fullnat, both_directions_translate_source_and_destination_in_both_families) {
+  struct Case {
+    const char* client;
+    const char* vip;
+    const char* local;
+  } cases[] = {{"192.0.2.5", "203.0.113.11", "198.51.100.2"},
+               {"2001:db8:2::5", "2001:db8:100::11", "2001:db8:1::2"}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.vip);
+    DataplaneHarness h(kModes);
+    const auto out = h.send(tcp_frame(c.client, 40000, c.vip, 80, pkt::kTcpSyn), kT0);
+    ASSERT_EQ(out.size(), 1u);
+    const auto d = pkt::decode(out[0]);
+    ASSERT_TRUE(d.ok()) << d.error;
+    EXPECT_EQ(d.src.str(), c.local);
+    EXPECT_GE(d.sport, dp::kFullnatFirstPort);
+    EXPECT_EQ(d.dport, 8080);
+    EXPECT_EQ(d.eth_dst, kMac.at(d.dst.str()));
+    EXPECT_EQ(d.ttl, 63);
+    expect_valid(out[0]);
+    const std::string backend = d.dst.str();
+    const uint16_t lport = d.sport;
+    const auto rep = h.send(tcp_frame(backend.c_str(), 8080, c.local, lport,
+                                      pkt::kTcpSyn | pkt::kTcpAck, 64, from(backend)),
+                            kT0 + 1);
+    ASSERT_EQ(rep.size(), 1u);
+    const auto r = pkt::decode(rep[0]);
+    EXPECT_EQ(r.src.str(), c.vip);
+    EXPECT_EQ(r.sport, 80);
+    EXPECT_EQ(r.dst.str(), c.client);
+    EXPECT_EQ(r.dport, 40000);
+    EXPECT_EQ(r.eth_dst, kRouter);
+    expect_valid(rep[0]);
+    // Later client packets reuse the same source port.
+    const auto again = h.send(tcp_frame(c.client, 40000, c.vip, 80, pkt::kTcpAck), kT0 + 2);
+    ASSERT_EQ(again.size(), 1u);
+    EXPECT_EQ(pkt::decode(again[0]).sport, lport);
+  }
+}
+
+TEST(Fullnat, source_ports_are_unique_per_backend_and_the_local_address_answers_arp_and_ping) {
+  DataplaneHarness h(kModes, 1 << 14);
+  std::set<std::pair<std::string, uint16_t>> seen;
+  for (int i = 0; i < 3000; ++i) {
+    const std::string client = "192.0.2." + std::to_string(1 + i % 200);
+    const auto out = h.send(tcp_frame(client.c_str(), uint16_t(20000 + i), "203.0.113.11", 80, pkt::kTcpSyn), kT0);
+    ASSERT_EQ(out.size(), 1u);
+    const auto d = pkt::decode(out[0]);
+    EXPECT_TRUE(seen.insert({d.dst.str(), d.sport}).second) << "port reused toward " << d.dst.str();
+  }
+  pkt::ArpHdr a;
+  a.op = 1;
+  a.sha = kRouter;
+  a.spa = A("198.51.100.254");
+  a.tpa = A("198.51.100.2");
+  ASSERT_EQ(h.send(pkt::build_arp({pkt::broadcast_mac(), kRouter}, a), kT0).size(), 1u);
+  pkt::IpHdr ip;
+  ip.src = A("192.0.2.9");
+  ip.dst = A("198.51.100.2");
+  const auto echo = h.send(pkt::build_icmp_echo(kToGw, ip, false, 1, 1), kT0);
+  ASSERT_EQ(echo.size(), 1u);
+  EXPECT_EQ(pkt::decode(echo[0]).icmp_type, pkt::kIcmpEchoReply);
+}
+
+TEST(Fullnat, udp_request_and_response) {
+  DataplaneHarness h(kModes);
+  const auto out = h.send(udp_frame("192.0.2.7", 3333, "203.0.113.11", 53), kT0);
+  ASSERT_EQ(out.size(), 1u);
+  const auto d = pkt::decode(out[0]);
+  EXPECT_EQ(d.src.str(), "198.51.100.2");
+  EXPECT_EQ(d.dst.str(), "198.51.100.11");
+  EXPECT_EQ(d.dport, 5353);
+  expect_valid(out[0]);
+  const auto rep = h.send(udp_frame("198.51.100.11", 5353, "198.51.100.2", d.sport, from("198.51.100.11")), kT0 + 1);
+  ASSERT_EQ(rep.size(), 1u);
+  const auto r = pkt::decode(rep[0]);
+  EXPECT_EQ(r.src.str(), "203.0.113.11");
+  EXPECT_EQ(r.sport, 53);
+  EXPECT_EQ(r.dst.str(), "192.0.2.7");
+  EXPECT_EQ(r.dport, 3333);
+  expect_valid(rep[0]);
+}
+
+TEST(Fullnat, a_reply_to_an_unused_source_port_is_reply_no_flow) {
+  DataplaneHarness h(kModes);
+  h.send(tcp_frame("198.51.100.11", 8080, "198.51.100.2", 5000, pkt::kTcpAck, 64, from("198.51.100.11")), kT0);
+  EXPECT_EQ(h.drops(Drop::kReplyNoFlow), 1u);
+}
+
+// ---- DSR ---------------------------------------------------------------------------------
+
+TEST(Dsr, ipip_wraps_the_unchanged_packet_toward_the_backend_in_both_families) {
+  struct Case {
+    const char* client;
+    const char* vip;
+    const char* outer_src;
+    uint8_t outer_proto;
+  } cases[] = {{"192.0.2.5", "203.0.113.12", "198.51.100.1", dp::kProtoIpip},
+               {"2001:db8:2::5", "2001:db8:100::12", "2001:db8:1::1", dp::kProtoIpv6}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.vip);
+    DataplaneHarness h(kModes);
+    const Bytes in = tcp_frame(c.client, 40000, c.vip, 80, pkt::kTcpSyn, 64, kToGw, 100);
+    const auto out = h.send(in, kT0);
+    ASSERT_EQ(out.size(), 1u);
+    const auto o = pkt::decode(out[0]);
+    ASSERT_TRUE(o.ok()) << o.error;
+    EXPECT_EQ(o.src.str(), c.outer_src);
+    EXPECT_EQ(o.l4_proto, c.outer_proto);
+    EXPECT_EQ(o.ttl, 64);
+    EXPECT_EQ(o.eth_dst, kMac.at(o.dst.str()));
+    EXPECT_EQ(pkt::verify_checksums(out[0]).ipv4 == pkt::CsumState::kInvalid, false);
+    // The inner packet is the client's, TTL - 1, still to the VIP, checksums intact.
+    Bytes inner(out[0].begin(), out[0].begin() + 14);
+    inner.insert(inner.end(), out[0].begin() + long(o.l4_off), out[0].end());
+    const bool v4 = std::string(c.vip).find(':') == std::string::npos;
+    pkt::put16(&inner[12], v4 ? pkt::kEtherIpv4 : pkt::kEtherIpv6);
+    const auto i = pkt::decode(inner);
+    ASSERT_TRUE(i.ok()) << i.error;
+    EXPECT_EQ(i.src.str(), c.client);
+    EXPECT_EQ(i.dst.str(), c.vip);
+    EXPECT_EQ(i.dport, 80);
+    EXPECT_EQ(i.ttl, 63);
+    EXPECT_EQ(i.payload_len, 100u);
+    expect_valid(inner);
+  }
+}
+
+TEST(Dsr, gue_uses_the_service_port_a_flow_stable_source_port_and_a_valid_ipv6_checksum) {
+  DataplaneHarness h(kModes);
+  std::set<uint16_t> sports;
+  for (int i = 0; i < 50; ++i) {
+    const auto out = h.send(tcp_frame("192.0.2.5", uint16_t(40000 + i), "203.0.113.13", 80, pkt::kTcpSyn), kT0);
+    ASSERT_EQ(out.size(), 1u);
+    const auto o = pkt::decode(out[0]);
+    ASSERT_EQ(o.l4_proto, pkt::kProtoUdp);
+    EXPECT_EQ(o.dport, 6080);
+    EXPECT_GE(o.sport, 49152);
+    EXPECT_EQ(o.udp_length, o.l4_len);
+    EXPECT_EQ(out[0][o.payload_off] >> 4, 4) << "GUE variant 1: the inner IPv4 header follows";
+    sports.insert(o.sport);
+    const auto again = h.send(tcp_frame("192.0.2.5", uint16_t(40000 + i), "203.0.113.13", 80, pkt::kTcpAck), kT0);
+    EXPECT_EQ(pkt::decode(again.at(0)).sport, o.sport) << "same flow, same outer source port";
+  }
+  EXPECT_GT(sports.size(), 40u) << "flows spread over source ports";
+  const auto v6 = h.send(tcp_frame("2001:db8:2::5", 40000, "2001:db8:100::13", 80, pkt::kTcpSyn), kT0);
+  ASSERT_EQ(v6.size(), 1u);
+  const auto o6 = pkt::decode(v6[0]);
+  EXPECT_EQ(o6.dport, 6080);
+  EXPECT_EQ(pkt::verify_checksums(v6[0]).l4, pkt::CsumState::kValid) << "UDP over IPv6 checksum";
+}
+
+TEST(Dsr, a_packet_too_big_for_the_tunnel_gets_fragmentation_needed_with_the_tunnel_mtu) {
+  DataplaneHarness h(kModes);
+  // 1480 + 20 (outer IPv4) = 1500: fits. 1481: does not.
+  pkt::IpHdr ip;
+  ip.src = A("192.0.2.5");
+  ip.dst = A("203.0.113.12");
+  ip.df = true;
+  pkt::TcpHdr t;
+  t.sport = 40000;
+  t.dport = 80;
+  t.flags = pkt::kTcpAck;
+  ASSERT_EQ(h.send(pkt::build_tcp(kToGw, ip, t, Bytes(1440, 1)), kT0).size(), 1u);
+  const auto out = h.send(pkt::build_tcp(kToGw, ip, t, Bytes(1441, 1)), kT0 + 1);
+  ASSERT_EQ(out.size(), 1u);
+  const auto e = pkt::decode(out[0]);
+  ASSERT_TRUE(e.ok()) << e.error;
+  EXPECT_EQ(e.icmp_type, pkt::kIcmpDestUnreachable);
+  EXPECT_EQ(e.icmp_code, 4);
+  EXPECT_EQ(e.icmp_rest & 0xffff, 1480u);
+  EXPECT_EQ(e.dst.str(), "192.0.2.5");
+  EXPECT_EQ(e.eth_dst, kRouter);
+  expect_valid(out[0]);
+  EXPECT_EQ(h.drops(Drop::kMtuExceeded), 1u);
+  EXPECT_EQ(h.counters().icmp_errors_sent, 1u);
+}
+
+// ---- ICMP errors through the NAT -------------------------------------------------------------
+
+// An ICMP error about `offending` (an IP packet) from `src` to `dst`, as a router would send it.
+Bytes icmp_error(const char* src, const char* dst, const pkt::EthHdr& eth, const Bytes& frame,
+                 uint8_t type, uint8_t code, uint32_t rest) {
+  pkt::IpHdr ip;
+  ip.src = A(src);
+  ip.dst = A(dst);
+  const auto d = pkt::decode(frame);
+  Bytes offending(frame.begin() + long(d.l3_off), frame.begin() + long(d.l3_off + d.ip_len));
+  return pkt::build_icmp_error(eth, ip, type, code, offending, rest);
+}
+
+TEST(IcmpErrors, frag_needed_about_a_forwarded_packet_reaches_the_client_quoting_the_vip) {
+  for (const char* vip : {"203.0.113.10", "203.0.113.11"}) {  // dnat, fullnat
+    SCOPED_TRACE(vip);
+    DataplaneHarness h(kModes);
+    const auto fwd = h.send(tcp_frame("192.0.2.5", 40000, vip, 80, pkt::kTcpAck, 64, kToGw, 200), kT0);
+    ASSERT_EQ(fwd.size(), 1u);
+    const auto f = pkt::decode(fwd[0]);
+    // A router between the gateway and the backend cannot pass it on.
+    const auto out = h.send(icmp_error("198.51.100.250", f.src.str().c_str(), {kGw, kRouter}, fwd[0],
+                                       pkt::kIcmpDestUnreachable, 4, 1400),
+                            kT0 + 1);
+    ASSERT_EQ(out.size(), 1u);
+    const auto e = pkt::decode(out[0]);
+    ASSERT_TRUE(e.ok()) << e.error;
+    EXPECT_EQ(e.dst.str(), "192.0.2.5");
+    EXPECT_EQ(e.src.str(), "198.51.100.250") << "a router's address is kept";
+    EXPECT_EQ(e.icmp_type, pkt::kIcmpDestUnreachable);
+    EXPECT_EQ(e.icmp_rest & 0xffff, 1400u);
+    EXPECT_EQ(e.eth_dst, kRouter);
+    expect_valid(out[0]);
+    // The quote is the packet as the client sent it (TTL aside).
+    dp::PacketMeta m;
+    ASSERT_EQ(dp::parse_packet(out[0].data(), uint32_t(out[0].size()), &m, true), Drop::kNone);
+    dp::IcmpQuote q;
+    ASSERT_TRUE(dp::parse_icmp_quote(out[0].data(), uint32_t(out[0].size()), m, &q));
+    EXPECT_EQ(q.src.str(), "192.0.2.5");
+    EXPECT_EQ(q.dst.str(), vip);
+    EXPECT_EQ(ntohs(q.sport), 40000);
+    EXPECT_EQ(ntohs(q.dport), 80);
+    EXPECT_EQ(h.counters().icmp_errors_translated, 1u);
+  }
+}
+
+TEST(IcmpErrors, an_error_from_the_backend_itself_comes_from_the_vip) {
+  DataplaneHarness h(kModes);
+  const auto fwd = h.send(udp_frame("192.0.2.5", 4000, "203.0.113.10", 80), kT0);
+  // dnat service "dnat" is TCP: pick the fullnat UDP service instead for a port unreachable.
+  const auto fwd2 = h.send(udp_frame("192.0.2.5", 4000, "203.0.113.11", 53), kT0);
+  ASSERT_EQ(fwd2.size(), 1u);
+  const auto f = pkt::decode(fwd2[0]);
+  const auto out = h.send(icmp_error(f.dst.str().c_str(), f.src.str().c_str(), from(f.dst.str()),
+                                     fwd2[0], pkt::kIcmpDestUnreachable, 3, 0),
+                          kT0 + 1);
+  ASSERT_EQ(out.size(), 1u);
+  const auto e = pkt::decode(out[0]);
+  EXPECT_EQ(e.src.str(), "203.0.113.11");
+  EXPECT_EQ(e.dst.str(), "192.0.2.5");
+  EXPECT_EQ(e.icmp_code, 3);
+  expect_valid(out[0]);
+  (void)fwd;
+}
+
+TEST(IcmpErrors, packet_too_big_about_a_reply_reaches_the_backend_quoting_what_it_sent) {
+  for (const char* vip : {"2001:db8:100::11"}) {  // fullnat, IPv6
+    DataplaneHarness h(kModes);
+    const auto fwd = h.send(tcp_frame("2001:db8:2::5", 40000, vip, 80, pkt::kTcpSyn), kT0);
+    const auto f = pkt::decode(fwd.at(0));
+    const std::string backend = f.dst.str();
+    const auto rep = h.send(tcp_frame(backend.c_str(), 8080, f.src.str().c_str(), f.sport,
+                                      pkt::kTcpAck, 64, from(backend), 1200),
+                            kT0 + 1);
+    ASSERT_EQ(rep.size(), 1u);
+    // A router toward the client sends packet too big to the source of the reply (the VIP).
+    const auto out = h.send(icmp_error("2001:db8:2::fe", vip, kToGw, rep[0], pkt::kIcmp6PacketTooBig, 0, 1280),
+                            kT0 + 2);
+    ASSERT_EQ(out.size(), 1u);
+    const auto e = pkt::decode(out[0]);
+    ASSERT_TRUE(e.ok()) << e.error;
+    EXPECT_EQ(e.dst.str(), backend);
+    EXPECT_EQ(e.src.str(), "2001:db8:1::2") << "fullnat: from the local address";
+    EXPECT_EQ(e.icmp_type, pkt::kIcmp6PacketTooBig);
+    EXPECT_EQ(e.icmp_rest, 1280u);
+    EXPECT_EQ(e.eth_dst, kMac.at(backend));
+    expect_valid(out[0]);
+    dp::PacketMeta m;
+    ASSERT_EQ(dp::parse_packet(out[0].data(), uint32_t(out[0].size()), &m, true), Drop::kNone);
+    dp::IcmpQuote q;
+    ASSERT_TRUE(dp::parse_icmp_quote(out[0].data(), uint32_t(out[0].size()), m, &q));
+    EXPECT_EQ(q.src.str(), backend);
+    EXPECT_EQ(ntohs(q.sport), 8080);
+    EXPECT_EQ(q.dst.str(), "2001:db8:1::2");
+    EXPECT_EQ(ntohs(q.dport), f.sport);
+  }
+}
+
+TEST(IcmpErrors, an_error_quoting_no_tracked_flow_is_dropped_and_named) {
+  DataplaneHarness h(kModes);
+  const Bytes stray = tcp_frame("192.0.2.77", 1, "198.51.100.13", 8080, pkt::kTcpAck);
+  h.send(icmp_error("198.51.100.250", "192.0.2.77", {kGw, kRouter}, stray, 3, 1, 0), kT0);
+  EXPECT_EQ(h.drops(Drop::kIcmpErrorNoFlow), 1u);
+}
+
+TEST(IcmpErrors, ttl_expiry_toward_a_service_is_answered_with_time_exceeded) {
+  DataplaneHarness h(kModes);
+  const Bytes in = tcp_frame("192.0.2.5", 40000, "203.0.113.10", 80, pkt::kTcpSyn, 1);
+  const auto out = h.send(in, kT0);
+  ASSERT_EQ(out.size(), 1u);
+  const auto e = pkt::decode(out[0]);
+  EXPECT_EQ(e.icmp_type, pkt::kIcmpTimeExceeded);
+  EXPECT_EQ(e.src.str(), "198.51.100.1");
+  EXPECT_EQ(e.dst.str(), "192.0.2.5");
+  EXPECT_EQ(h.drops(Drop::kTtlExceeded), 1u);
+  EXPECT_EQ(h.counters().flows_created, 0u);
+  EXPECT_TRUE(h.balanced());
+}
+
+TEST(IcmpErrors, errors_the_gateway_sends_are_rate_limited) {
+  DataplaneHarness h(kModes);
+  std::vector<Bytes> burst;
+  for (int i = 0; i < 32; ++i) {
+    burst.push_back(tcp_frame("192.0.2.5", uint16_t(40000 + i), "203.0.113.10", 80, pkt::kTcpSyn, 1));
+  }
+  uint64_t sent = 0;
+  for (int round = 0; round < 4; ++round) sent += h.send(burst, kT0).size();  // same instant
+  EXPECT_EQ(sent, dp::kIcmpErrorBurst);
+  EXPECT_EQ(h.counters().icmp_rate_limited, 128u - dp::kIcmpErrorBurst);
+  // A second later the bucket has refilled.
+  EXPECT_EQ(h.send(burst, kT0 + test::kSec).size(), 32u);
+}
+
+// ---- fragments ---------------------------------------------------------------------------
+
+TEST(Fragments, later_fragments_follow_their_first_fragment_in_both_directions) {
+  DataplaneHarness h(kModes);
+  pkt::IpHdr ip;
+  ip.src = A("192.0.2.5");
+  ip.dst = A("203.0.113.11");  // fullnat-udp
+  ip.id = 0x4242;
+  ip.mf = true;
+  pkt::UdpHdr u;
+  u.sport = 5555;
+  u.dport = 53;
+  const Bytes datagram = pkt::udp_datagram(ip.src, ip.dst, u, Bytes(64, 7));
+  const Bytes first = pkt::build_ip(kToGw, ip, pkt::kProtoUdp, std::span(datagram).first(40));
+  ip.mf = false;
+  ip.frag_offset = 5;
+  const Bytes rest = pkt::build_ip(kToGw, ip, pkt::kProtoUdp, std::span(datagram).subspan(40));
+  const auto o1 = h.send(first, kT0);
+  const auto o2 = h.send(rest, kT0 + 1);
+  ASSERT_EQ(o1.size(), 1u);
+  ASSERT_EQ(o2.size(), 1u);
+  const auto d1 = pkt::decode(o1[0]), d2 = pkt::decode(o2[0]);
+  EXPECT_EQ(d1.dst.str(), "198.51.100.11");
+  EXPECT_EQ(d2.dst.str(), "198.51.100.11");
+  EXPECT_EQ(d2.src.str(), "198.51.100.2") << "fullnat rewrites the source of later fragments too";
+  EXPECT_EQ(d2.frag_offset, 5);
+  EXPECT_EQ(d2.ttl, 63);
+  EXPECT_EQ(pkt::verify_checksums(o2[0]).ipv4, pkt::CsumState::kValid);
+  EXPECT_EQ(h.counters().fragments_followed, 1u);
+  // The reassembled datagram's UDP checksum is still right: join the two payloads.
+  Bytes joined(o1[0].begin() + long(d1.l4_off), o1[0].begin() + long(d1.l4_off + d1.l4_len));
+  joined.insert(joined.end(), o2[0].begin() + long(d2.l4_off), o2[0].begin() + long(d2.l4_off + d2.l4_len));
+  EXPECT_TRUE(pkt::csum_valid(joined, pkt::pseudo_header_sum(d1.src, d1.dst, pkt::kProtoUdp,
+                                                              uint32_t(joined.size()))));
+  // The backend's fragmented response comes back translated the same way.
+  pkt::IpHdr rip;
+  rip.src = A("198.51.100.11");
+  rip.dst = A("198.51.100.2");
+  rip.id = 0x777;
+  rip.mf = true;
+  pkt::UdpHdr ru;
+  ru.sport = 5353;
+  ru.dport = d1.sport;
+  const Bytes rdg = pkt::udp_datagram(rip.src, rip.dst, ru, Bytes(64, 9));
+  const auto r1 = h.send(pkt::build_ip(from("198.51.100.11"), rip, pkt::kProtoUdp, std::span(rdg).first(40)), kT0 + 2);
+  rip.mf = false;
+  rip.frag_offset = 5;
+  const auto r2 = h.send(pkt::build_ip(from("198.51.100.11"), rip, pkt::kProtoUdp, std::span(rdg).subspan(40)), kT0 + 3);
+  ASSERT_EQ(r1.size(), 1u);
+  ASSERT_EQ(r2.size(), 1u);
+  EXPECT_EQ(pkt::decode(r2[0]).src.str(), "203.0.113.11");
+  EXPECT_EQ(pkt::decode(r2[0]).dst.str(), "192.0.2.5");
+}
+
+TEST(Fragments, a_later_fragment_without_its_first_is_fragment_no_first) {
+  DataplaneHarness h(kModes);
+  pkt::IpHdr ip;
+  ip.src = A("192.0.2.5");
+  ip.dst = A("203.0.113.10");
+  ip.frag_offset = 5;
+  h.send(pkt::build_ip(kToGw, ip, pkt::kProtoTcp, Bytes(40, 1)), kT0);
+  EXPECT_EQ(h.drops(Drop::kFragmentNoFirst), 1u);
+}
+
+// ---- backend removal and drain ---------------------------------------------------------------
+
+std::string without_backend(std::string cfg, const std::string& addr, const std::string& svc_marker) {
+  const auto svc = cfg.find(svc_marker);
+  const std::string block = "  [[service.backend]]\n  address = \"" + addr + "\"\n  port = 8080\n";
+  const auto pos = cfg.find(block, svc);
+  if (pos == std::string::npos) throw std::runtime_error("backend not found");
+  cfg.erase(pos, block.size());
+  return cfg;
+}
+
+TEST(BackendChanges, removing_one_of_four_moves_no_flow_and_about_a_quarter_of_new_choices) {
+  DataplaneHarness h(kModes, 1 << 17);
+  constexpr int kFlows = 20000;
+  std::vector<std::pair<std::string, uint16_t>> clients;
+  std::map<std::pair<std::string, uint16_t>, std::string> before;
+  for (int i = 0; i < kFlows; ++i) clients.push_back({"192.0.2." + std::to_string(1 + i % 250), uint16_t(10000 + i)});
+  std::vector<Bytes> burst;
+  auto flush = [&](uint64_t ts, std::vector<std::string>* dsts) {
+    for (const auto& f : h.send(burst, ts)) dsts->push_back(pkt::decode(f).dst.str());
+    burst.clear();
+  };
+  std::vector<std::string> first;
+  for (const auto& [c, p] : clients) {
+    burst.push_back(tcp_frame(c.c_str(), p, "203.0.113.10", 80, pkt::kTcpAck));
+    if (burst.size() == dp::kBurst) flush(kT0, &first);
+  }
+  flush(kT0, &first);
+  ASSERT_EQ(first.size(), size_t(kFlows));
+  h.publish(without_backend(kModes, "198.51.100.14", "name = \"dnat\""));
+  // Existing flows: every one keeps its backend, including those on the removed one.
+  std::vector<std::string> again;
+  for (const auto& [c, p] : clients) {
+    burst.push_back(tcp_frame(c.c_str(), p, "203.0.113.10", 80, pkt::kTcpAck));
+    if (burst.size() == dp::kBurst) flush(kT0 + 1, &again);
+  }
+  flush(kT0 + 1, &again);
+  EXPECT_EQ(again, first);
+  // New flows: would-be choices under the old table vs. the new one.
+  DataplaneHarness ref(kModes, 1 << 17);
+  std::vector<std::string> old_choice, new_choice;
+  int moved = 0;
+  for (int i = 0; i < kFlows; ++i) {
+    const std::string c = "198.18." + std::to_string(i / 250) + "." + std::to_string(1 + i % 250);
+    burst.push_back(tcp_frame(c.c_str(), 443, "203.0.113.10", 80, pkt::kTcpSyn));
+    if (burst.size() == dp::kBurst) flush(kT0 + 2, &new_choice);
+  }
+  flush(kT0 + 2, &new_choice);
+  for (int i = 0; i < kFlows; ++i) {
+    const std::string c = "198.18." + std::to_string(i / 250) + "." + std::to_string(1 + i % 250);
+    old_choice.push_back(pkt::decode(ref.send(tcp_frame(c.c_str(), 443, "203.0.113.10", 80, pkt::kTcpSyn), kT0).at(0)).dst.str());
+  }
+  ASSERT_EQ(new_choice.size(), old_choice.size());
+  for (size_t i = 0; i < new_choice.size(); ++i) {
+    moved += new_choice[i] != old_choice[i];
+    EXPECT_NE(new_choice[i], "198.51.100.14");
+  }
+  const double frac = double(moved) / kFlows;
+  std::printf("removing 1 of 4 backends moved %.2f%% of new-flow choices\n", 100 * frac);
+  RecordProperty("moved_percent", std::to_string(100 * frac));
+  EXPECT_NEAR(frac, 0.25, 0.03);
+}
+
+TEST(BackendChanges, a_service_that_resets_drops_the_next_packet_of_a_removed_backend_flow) {
+  std::string cfg = kModes;
+  cfg.replace(cfg.find("name = \"dnat\""), 13, "name = \"dnat\"\non_backend_removal = \"reset\"");
+  DataplaneHarness h(cfg);
+  const auto out = h.send(tcp_frame("192.0.2.5", 40000, "203.0.113.10", 80, pkt::kTcpAck), kT0);
+  const std::string b = pkt::decode(out.at(0)).dst.str();
+  h.publish(without_backend(cfg, b, "name = \"dnat\""));
+  EXPECT_TRUE(h.send(tcp_frame("192.0.2.5", 40000, "203.0.113.10", 80, pkt::kTcpAck), kT0 + 1).empty());
+  EXPECT_EQ(h.drops(Drop::kBackendRemoved), 1u);
+  // The client's retransmission starts over on a live backend (which resets the connection).
+  const auto next = h.send(tcp_frame("192.0.2.5", 40000, "203.0.113.10", 80, pkt::kTcpAck), kT0 + 2);
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_NE(pkt::decode(next[0]).dst.str(), b);
+  // Other backends' flows are untouched; with "keep" (the default) nothing would be dropped.
+  EXPECT_EQ(h.counters().flows_created, 2u);
+}
+
+TEST(BackendChanges, weight_zero_drains_new_flows_and_keeps_existing_ones) {
+  DataplaneHarness h(kModes, 1 << 14);
+  std::map<uint16_t, std::string> flows;
+  for (int i = 0; i < 400; ++i) {
+    flows[uint16_t(30000 + i)] = pkt::decode(h.send(tcp_frame("192.0.2.8", uint16_t(30000 + i), "203.0.113.10", 80, pkt::kTcpAck), kT0).at(0)).dst.str();
+  }
+  std::string cfg = kModes;
+  const std::string b11 = "  address = \"198.51.100.11\"\n  port = 8080\n";
+  cfg.replace(cfg.find(b11), b11.size(), b11 + "  weight = 0\n");
+  h.publish(cfg);
+  for (const auto& [p, b] : flows) {
+    EXPECT_EQ(pkt::decode(h.send(tcp_frame("192.0.2.8", p, "203.0.113.10", 80, pkt::kTcpAck), kT0 + 1).at(0)).dst.str(), b);
+  }
+  for (int i = 0; i < 400; ++i) {
+    EXPECT_NE(pkt::decode(h.send(tcp_frame("192.0.2.9", uint16_t(30000 + i), "203.0.113.10", 80, pkt::kTcpSyn), kT0 + 2).at(0)).dst.str(), "198.51.100.11");
+  }
+}
+
+// ---- flow ownership across workers -----------------------------------------------------------
+
+TEST(Ownership, with_two_workers_and_rss_every_reply_reaches_the_flow_owner) {
+  for (const char* vip : {"203.0.113.10", "203.0.113.11"}) {  // dnat, fullnat
+    SCOPED_TRACE(vip);
+    DataplaneHarness h(kModes, HarnessOptions{1 << 14, 2, true});
+    int translated = 0, replies_elsewhere = 0;
+    for (int i = 0; i < 500; ++i) {
+      const std::string client = "192.0.2." + std::to_string(1 + i % 250);
+      const Bytes syn = tcp_frame(client.c_str(), uint16_t(20000 + i), vip, 80, pkt::kTcpSyn);
+      const uint16_t owner = h.rss_queue(syn);
+      const auto out = h.send(syn, kT0);
+      ASSERT_EQ(out.size(), 1u);
+      const auto d = pkt::decode(out[0]);
+      if (std::string(vip) == "203.0.113.11") {
+        EXPECT_EQ(d.sport % 2, owner) << "fullnat ports encode their owner";
+      }
+      const Bytes reply = tcp_frame(d.dst.str().c_str(), d.dport, d.src.str().c_str(), d.sport,
+                                    pkt::kTcpSyn | pkt::kTcpAck, 64, from(d.dst.str()));
+      replies_elsewhere += h.rss_queue(reply) != owner;
+      const auto rep = h.send(reply, kT0 + 1);
+      ASSERT_EQ(rep.size(), 1u);
+      const auto r = pkt::decode(rep[0]);
+      EXPECT_EQ(r.src.str(), vip);
+      EXPECT_EQ(r.dst.str(), client);
+      translated++;
+    }
+    EXPECT_EQ(translated, 500);
+    const auto& c = h.counters();
+    EXPECT_EQ(h.drops_total(), 0u);
+    EXPECT_EQ(c.handoff_in, c.handoff_out);
+    std::printf("%s: %d of 500 replies landed on the other worker; %lu handoffs\n", vip,
+                replies_elsewhere, (unsigned long)c.handoff_out);
+    if (std::string(vip) == "203.0.113.10") {
+      // dnat replies hash independently of the original tuple: about half land elsewhere, and
+      // RSS prediction sends each straight to its owner (one hop).
+      EXPECT_GT(replies_elsewhere, 150);
+      EXPECT_EQ(c.handoff_out, uint64_t(replies_elsewhere));
+    } else {
+      // fullnat ports are chosen so the reply hashes to the owner: no handoff needed.
+      EXPECT_EQ(replies_elsewhere, 0);
+      EXPECT_EQ(c.handoff_out, 0u);
+    }
+    EXPECT_TRUE(h.balanced());
+  }
+}
+
+TEST(Ownership, without_rss_a_reply_on_the_wrong_worker_is_handed_over_in_turn) {
+  DataplaneHarness h(kModes, HarnessOptions{4096, 3, false});
+  // Client packets into queue 2, replies into queue 0: worker 0 tries worker 1, then worker 2.
+  const auto out = h.send_to_queue({tcp_frame("192.0.2.5", 40000, "203.0.113.10", 80, pkt::kTcpSyn)}, kT0, 0, 2);
+  ASSERT_EQ(out.size(), 1u);
+  const auto d = pkt::decode(out[0]);
+  const auto rep = h.send_to_queue({tcp_frame(d.dst.str().c_str(), 8080, "192.0.2.5", 40000,
+                                              pkt::kTcpSyn | pkt::kTcpAck, 64, from(d.dst.str()))},
+                                   kT0 + 1, 0, 0);
+  ASSERT_EQ(rep.size(), 1u);
+  EXPECT_EQ(pkt::decode(rep[0]).src.str(), "203.0.113.10");
+  EXPECT_EQ(h.counters().handoff_out, 2u);
+  // A reply of no flow at all visits every worker once and is dropped.
+  h.send_to_queue({tcp_frame("198.51.100.11", 8080, "192.0.2.6", 1, pkt::kTcpAck, 64, from("198.51.100.11"))}, kT0 + 2, 0, 0);
+  EXPECT_EQ(h.drops(Drop::kReplyNoFlow), 1u);
+  EXPECT_TRUE(h.balanced());
+}
+
+}  // namespace
+}  // namespace meshgate
