@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Three backend namespaces (python3 http.server on 8080, each serving its own name) on one L2
+# segment behind meshgate, a client namespace on the other side. meshgate runs two workers on
+# net_af_packet ports with two queue pairs each (the kernel's fanout spreads packets, so
+# replies regularly reach the worker that does not own their flow). curl through every VIP:
+# dnat and fullnat, IPv4 and IPv6. Every response must be complete and come from a backend;
+# the spread over backends is reported; fullnat backends must see the gateway's local address.
+source "$(dirname "$0")/lib.sh"
+require_root
+
+CLI=mgc$ID SW=mgs$ID GWC=gwc$ID GWB=gwb$ID
+add_host "$CLI" "$GWC" 192.0.2.2/24 192.0.2.1 2001:db8:2::2/64 2001:db8:2::1
+
+# The backend segment: a bridge in its own namespace, the gateway's port plugged into it.
+ip netns add "$SW"; NETNS+=("$SW")
+ip netns exec "$SW" ip link add br0 type bridge
+ip netns exec "$SW" ip link set br0 up
+ip link add "$GWB" type veth peer name gw netns "$SW"; LINKS+=("$GWB")
+sysctl -qw "net.ipv6.conf.$GWB.disable_ipv6=1"
+ip link set "$GWB" up; offloads_off "$GWB"
+ip netns exec "$SW" ip link set gw master br0 up
+offloads_off gw "$SW"
+for i in 1 2 3; do
+  B=mgb${i}_$ID
+  ip netns add "$B"; NETNS+=("$B")
+  ip link add eth0 netns "$B" type veth peer name b$i netns "$SW"
+  ip netns exec "$SW" ip link set b$i master br0 up
+  offloads_off b$i "$SW"
+  ip netns exec "$B" ip link set lo up
+  ip netns exec "$B" ip link set eth0 up
+  offloads_off eth0 "$B"
+  ip netns exec "$B" ip addr add 198.51.100.1$i/24 dev eth0
+  ip netns exec "$B" ip -6 addr add 2001:db8:1::1$i/64 dev eth0 nodad
+  ip netns exec "$B" ip route add default via 198.51.100.1
+  ip netns exec "$B" ip -6 route add default via 2001:db8:1::1
+  mkdir -p "$TMP/www$i"; echo "backend $i" >"$TMP/www$i/id.txt"
+  ip netns exec "$B" python3 -m http.server 8080 --bind :: --directory "$TMP/www$i" \
+    >"$TMP/http$i.log" 2>&1 &
+  PIDS+=($!)
+done
+
+backends() {  # backends ADDR_PREFIX PORT
+  for i in 1 2 3; do printf '  [[service.backend]]\n  address = "%s%s"\n  port = %s\n' "$1" "$i" "$2"; done
+}
+cat >"$TMP/gw.toml" <<TOML
+[gateway]
+workers = 2
+[[port]]
+name = "client"
+device = "net_af_packet_c$ID,iface=$GWC,qpairs=2"
+addresses = ["192.0.2.1/24", "2001:db8:2::1/64"]
+[[port]]
+name = "backend"
+device = "net_af_packet_b$ID,iface=$GWB,qpairs=2"
+addresses = ["198.51.100.1/24", "2001:db8:1::1/64"]
+[fullnat]
+local_addresses = ["198.51.100.2", "2001:db8:1::2"]
+[[service]]
+name = "dnat4"
+vip = "203.0.113.10"
+port = 80
+$(backends 198.51.100.1 8080)
+[[service]]
+name = "fullnat4"
+vip = "203.0.113.11"
+port = 80
+mode = "fullnat"
+$(backends 198.51.100.1 8080)
+[[service]]
+name = "dnat6"
+vip = "2001:db8:100::10"
+port = 80
+$(backends 2001:db8:1::1 8080)
+[[service]]
+name = "fullnat6"
+vip = "2001:db8:100::11"
+port = 80
+mode = "fullnat"
+$(backends 2001:db8:1::1 8080)
+TOML
+start_gateway "$TMP/gw.toml"
+for i in 1 2 3; do
+  wait_for 10 ip netns exec mgb${i}_$ID bash -c "echo >/dev/tcp/127.0.0.1/8080" || fail "backend $i down"
+done
+
+N=30
+declare -A spread
+for url in http://203.0.113.10 http://203.0.113.11 "http://[2001:db8:100::10]" "http://[2001:db8:100::11]"; do
+  for ((k = 0; k < N; ++k)); do
+    body=$(ip netns exec "$CLI" curl -sS --max-time 5 "$url/id.txt") || fail "curl $url #$k"
+    [[ $body =~ ^backend\ [123]$ ]] || fail "$url: unexpected body '$body'"
+    spread["$url ${body#backend }"]=$(( ${spread["$url ${body#backend }"]:-0} + 1 ))
+  done
+  line="spread $url:"
+  used=0
+  for i in 1 2 3; do
+    n=${spread["$url $i"]:-0}; line+=" backend$i=$n"; (( n > 0 )) && used=$((used + 1))
+  done
+  echo "$line"
+  (( used >= 2 )) || fail "$url: $N connections all went to one backend"
+done
+
+# DNAT keeps the client's address; fullnat shows the gateway's local addresses to backends.
+cat "$TMP"/http*.log >"$TMP/all_http.log"
+grep -q "^192.0.2.2 " "$TMP/all_http.log" || grep -q "::ffff:192.0.2.2" "$TMP/all_http.log" \
+  || fail "no dnat request from the client address"
+grep -qE "(^|::ffff:)198.51.100.2 " "$TMP/all_http.log" || fail "no fullnat request from 198.51.100.2"
+grep -q "2001:db8:1::2" "$TMP/all_http.log" || fail "no fullnat request from 2001:db8:1::2"
+grep -q "2001:db8:2::2" "$TMP/all_http.log" || fail "no IPv6 dnat request from the client"
+
+stop_gateway TERM
+S=$TMP/stats.json
+for svc in dnat4 fullnat4 dnat6 fullnat6; do
+  (( $(json "$S" "d['services']['$svc']['flows']") >= N )) || fail "$svc: fewer than $N flows"
+done
+echo "handoffs: $(json "$S" "d['handoff_out']") out, $(json "$S" "d['handoff_in']") in;" \
+     "workers: $(json "$S" "[w['packets_in'] for w in d['workers']]") packets in"
+[[ $(json "$S" "d['handoff_out'] == d['handoff_in']") == True ]] || fail "handoffs lost"
+[[ $(json "$S" "d['drops']['reply_no_flow'] + d['drops']['handoff_full']") == 0 ]] \
+  || fail "replies that found no flow: $(json "$S" "d['drops']")"
+[[ $(json "$S" "d['packets_in'] + d['packets_generated'] + d['handoff_in'] == d['packets_out'] + d['packets_consumed'] + d['drops_total'] + d['packets_pending'] + d['handoff_out']") == True ]] \
+  || fail "counters do not add up"
+echo "PASS"
