@@ -20,6 +20,7 @@
 #include <memory>
 #include <thread>
 
+#include "control/flowsteer/flowsteer.h"
 #include "control/runtime/eal.h"
 #include "control/runtime/ports.h"
 #include "control/snapshot/builder.h"
@@ -155,6 +156,7 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
   auto reg = std::make_unique<Registries>();
   StatRegistry& registry = reg->stats;
   std::vector<std::unique_ptr<dp::RssPredictor>> rss;
+  std::vector<SteeringResult> steering;
   std::vector<std::vector<rte_ring*>> handoff(workers, std::vector<rte_ring*>(workers, nullptr));
   std::vector<WorkerSlot> slots(workers);
   std::vector<const dp::Worker*> views;
@@ -187,6 +189,7 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
     log(LogLevel::kInfo, "snapshot_published", "version=1 services=%zu backends=%zu",
         (*snap)->services.size(), (*snap)->backends.size());
 
+    steering = setup_flow_steering(ports, cfg.fullnat.local_addresses, workers);
     // Software RSS per port with RSS: predicts the queue (worker) of a flow's replies.
     for (const auto& p : ports) {
       rss.push_back(!p.reta.empty() && !p.rss_key.empty()
@@ -235,7 +238,10 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
         wp.handoff_to[o] = handoff[w][o];
         wp.handoff_from[o] = handoff[o][w];
       }
-      for (size_t pi = 0; pi < rss.size(); ++pi) wp.rss[pi] = rss[pi].get();
+      for (size_t pi = 0; pi < rss.size(); ++pi) {
+        wp.rss[pi] = rss[pi].get();
+        wp.flow_steered[pi] = steering[pi].rte_flow;
+      }
       wp.qsbr = publisher.qsbr();
       wp.pool = pool;
       wp.max_flows = per_worker_flows;
@@ -314,7 +320,11 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
     std::fflush(stdout);
     if (!opt.stats_json.empty()) {
       std::ofstream f(opt.stats_json);
-      f << stats_json(views, registry, publisher.current()).dump(2) << "\n";
+      nlohmann::json j = stats_json(views, registry, publisher.current());
+      for (const auto& st : steering) {
+        j["flow_steering"][st.port] = st.rte_flow ? "rte_flow" : "software";
+      }
+      f << j.dump(2) << "\n";
       if (!f) {
         log(LogLevel::kError, "stats_json_failed", "path=\"%s\"", opt.stats_json.c_str());
         rc = kExitRuntime;
@@ -328,6 +338,7 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
   } while (false);
 
   for (auto& s : slots) free_worker(s);
+  if (!steering.empty()) teardown_flow_steering(ports);
   for (auto& row : handoff) {
     for (rte_ring* r : row) rte_ring_free(r);
   }

@@ -48,7 +48,7 @@ constexpr uint32_t kNoSlot = 0xffff;
 }  // namespace
 
 size_t FlowTable::memory_bytes(uint32_t max_flows) {
-  return size_t(max_flows) * (sizeof(Flow) + 3 * sizeof(uint32_t) + sizeof(uint16_t)) +
+  return size_t(max_flows) * (sizeof(Flow) + 4 * sizeof(uint32_t) + sizeof(uint16_t)) +
          size_t(bucket_count(max_flows)) * sizeof(Bucket) +
          size_t(embryo_count(max_flows)) * sizeof(uint32_t) + (kWheelSlots + 1) * sizeof(uint32_t);
 }
@@ -68,9 +68,10 @@ bool FlowTable::init(uint32_t max_flows, int socket, const ConntrackTimeouts& t,
   wheel_next_ = static_cast<uint32_t*>(rte_malloc_socket("mg_wnext", 4ull * max_flows, 64, socket));
   wheel_prev_ = static_cast<uint32_t*>(rte_malloc_socket("mg_wprev", 4ull * max_flows, 64, socket));
   wheel_slot_ = static_cast<uint16_t*>(rte_malloc_socket("mg_wslot", 2ull * max_flows, 64, socket));
+  wheel_filed_ = static_cast<uint32_t*>(rte_malloc_socket("mg_wfiled", 4ull * max_flows, 64, socket));
   embryo_ = static_cast<uint32_t*>(rte_malloc_socket("mg_embryo", 4ull * ne, 64, socket));
   if (!flows_ || !free_ || !buckets_ || !wheel_head_ || !wheel_next_ || !wheel_prev_ ||
-      !wheel_slot_ || !embryo_) {
+      !wheel_slot_ || !wheel_filed_ || !embryo_) {
     destroy();
     return false;
   }
@@ -97,7 +98,8 @@ void FlowTable::destroy() {
   for (void* p : {static_cast<void*>(flows_), static_cast<void*>(free_),
                   static_cast<void*>(buckets_), static_cast<void*>(wheel_head_),
                   static_cast<void*>(wheel_next_), static_cast<void*>(wheel_prev_),
-                  static_cast<void*>(wheel_slot_), static_cast<void*>(embryo_)}) {
+                  static_cast<void*>(wheel_slot_), static_cast<void*>(wheel_filed_),
+                  static_cast<void*>(embryo_)}) {
     rte_free(p);
   }
   flows_ = nullptr;
@@ -105,6 +107,7 @@ void FlowTable::destroy() {
   buckets_ = nullptr;
   wheel_head_ = wheel_next_ = wheel_prev_ = nullptr;
   wheel_slot_ = nullptr;
+  wheel_filed_ = nullptr;
   embryo_ = nullptr;
 }
 
@@ -404,6 +407,13 @@ void FlowTable::touch(Flow* f, FlowDir dir, uint8_t flags, uint32_t now_ms) {
     if (s != f->state) set_state(f, s);
   }
   f->expire_ms = now_ms + timeout_ms(*f);
+  // Filed for a later tick than the new expiry (the timeout got shorter): file it again now.
+  const uint32_t idx = index_of(f);
+  if (wheel_slot_[idx] != kNoSlot && wheel_slot_[idx] != kWheelSlots &&
+      int32_t(tick_of(f->expire_ms) - wheel_filed_[idx]) < 0) {
+    wheel_unlink(idx);
+    wheel_insert(idx);
+  }
 }
 
 // ---- timer wheel --------------------------------------------------------------------------
@@ -415,6 +425,7 @@ void FlowTable::wheel_insert(uint32_t idx) {
   if (wheel_started_ && int32_t(tick - wheel_tick_) <= 0) tick = wheel_tick_ + 1;
   const uint32_t slot = tick & (kWheelSlots - 1);
   wheel_slot_[idx] = uint16_t(slot);
+  wheel_filed_[idx] = tick;
   wheel_prev_[idx] = kEmpty;
   wheel_next_[idx] = wheel_head_[slot];
   if (wheel_head_[slot] != kEmpty) wheel_prev_[wheel_head_[slot]] = idx;

@@ -8,7 +8,8 @@
 // (less loaded first, one cuckoo step). A flow has one reference per direction it can be seen in:
 // original (client -> VIP) and, except for DSR, reply (backend -> client or fullnat source).
 // Aging: a timer wheel of 1.024 s ticks over doubly-linked lists kept beside the entries; a
-// refresh only moves the expiry, the wheel re-files a flow when its old slot comes round.
+// refresh that extends the expiry only moves the expiry (the wheel re-files the flow when its
+// old slot comes round), one that shortens it (TIME_WAIT, a reset) re-files it at once.
 #pragma once
 
 #include <cstdint>
@@ -189,6 +190,7 @@ class FlowTable {
   uint32_t* wheel_next_ = nullptr;
   uint32_t* wheel_prev_ = nullptr;
   uint16_t* wheel_slot_ = nullptr;
+  uint32_t* wheel_filed_ = nullptr;  // the absolute tick each flow is filed under
   uint32_t wheel_tick_ = 0;  // last tick fully processed
   bool wheel_started_ = false;
 

@@ -652,7 +652,7 @@ bool Worker::pick_fullnat(const IpAddr& backend, uint16_t backend_port_be, uint8
   // The reply (backend -> local:port) arrives on the port toward the backend; its RSS decides
   // which queue, i.e. which worker, sees it.
   const int port = egress_port(backend);
-  const RssPredictor* rss = port >= 0 ? p_.rss[port] : nullptr;
+  const RssPredictor* rss = port >= 0 && !p_.flow_steered[port] ? p_.rss[port] : nullptr;
   const uint32_t fixed = rss ? rss->fixed_hash(backend, local.address, backend_port_be) : 0;
   const bool v4 = backend.is_v4();
   // Only ports of this worker's residue (port % workers == index): any worker receiving a

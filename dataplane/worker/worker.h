@@ -66,6 +66,9 @@ struct WorkerParams {
   rte_ring* handoff_to[kMaxWorkers] = {};    // to worker w (null for self)
   rte_ring* handoff_from[kMaxWorkers] = {};  // from worker w (null for self)
   const RssPredictor* rss[kMaxPorts] = {};   // per port index; null without RSS
+  // Ports whose NIC steers fullnat replies by rte_flow rules (port % workers -> queue): the
+  // source-port choice then needs no RSS prediction.
+  bool flow_steered[kMaxPorts] = {};
   // Replay: the clock follows RX timestamps (net_pcap: microseconds) and the worker stops by
   // itself after `replay_packets` packets were received.
   bool replay = false;

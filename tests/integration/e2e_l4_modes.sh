@@ -116,6 +116,9 @@ done
 echo "handoffs: $(json "$S" "d['handoff_out']") out, $(json "$S" "d['handoff_in']") in;" \
      "workers: $(json "$S" "[w['packets_in'] for w in d['workers']]") packets in"
 [[ $(json "$S" "d['handoff_out'] == d['handoff_in']") == True ]] || fail "handoffs lost"
+# af_packet has no rte_flow: the software path steers (logged and in the stats).
+[[ $(json "$S" "d['flow_steering']['backend']") == software ]] || fail "flow steering not reported"
+grep -q 'event=flow_steering port=backend mode=software' "$TMP/gateway.log" || fail "no steering log"
 [[ $(json "$S" "d['drops']['reply_no_flow'] + d['drops']['handoff_full']") == 0 ]] \
   || fail "replies that found no flow: $(json "$S" "d['drops']")"
 [[ $(json "$S" "d['packets_in'] + d['packets_generated'] + d['handoff_in'] == d['packets_out'] + d['packets_consumed'] + d['drops_total'] + d['packets_pending'] + d['handoff_out']") == True ]] \

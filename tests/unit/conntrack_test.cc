@@ -256,3 +256,23 @@ TEST_F(FlowTableTest, timeouts_follow_the_state) {
 
 }  // namespace
 }  // namespace meshgate::dp
+
+namespace meshgate::dp {
+namespace {
+
+TEST_F(FlowTableTest, a_timeout_that_gets_shorter_is_honoured_by_the_wheel) {
+  ConntrackTimeouts to;
+  to.tcp_established_ms = 100'000;
+  to.tcp_close_ms = 2'000;
+  ASSERT_TRUE(init(64, to));
+  table_.advance(0);
+  Flow* f = table_.insert(client(1), dnat(), 0);  // established: due at 100 s
+  table_.touch(f, FlowDir::kOriginal, kTcpRst, 10'000);  // reset at 10 s: due at 12 s
+  uint32_t reclaimed = 0;
+  for (uint32_t t = 0; t <= 14'000; t += 100) reclaimed += table_.advance(t);
+  EXPECT_EQ(reclaimed, 1u);
+  EXPECT_EQ(table_.active(), 0u);
+}
+
+}  // namespace
+}  // namespace meshgate::dp

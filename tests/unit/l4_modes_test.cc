@@ -711,3 +711,41 @@ TEST(Ownership, without_rss_a_reply_on_the_wrong_worker_is_handed_over_in_turn) 
 
 }  // namespace
 }  // namespace meshgate
+
+namespace meshgate {
+namespace {
+
+// A TCP connection's life in pcap time: the flow lives through the handshake, data and close,
+// then TIME_WAIT expires it on the replay clock; a reset flow expires after the close timeout.
+TEST(Lifecycle, tcp_flow_states_and_expiry_follow_the_capture_clock) {
+  std::string cfg = kModes + "\n[conntrack]\ntcp_time_wait = 4\ntcp_established = 100\n";
+  DataplaneHarness h(cfg);
+  const char* c = "192.0.2.40";
+  auto fwd = [&](uint8_t flags, uint64_t t) {
+    return h.send(tcp_frame(c, 50000, "203.0.113.10", 80, flags), t);
+  };
+  const std::string b = pkt::decode(fwd(pkt::kTcpSyn, kT0).at(0)).dst.str();
+  auto rep = [&](uint8_t flags, uint64_t t) {
+    return h.send(tcp_frame(b.c_str(), 8080, c, 50000, flags, 64, from(b)), t);
+  };
+  const uint64_t s = test::kSec;
+  ASSERT_EQ(rep(pkt::kTcpSyn | pkt::kTcpAck, kT0 + 1).size(), 1u);
+  ASSERT_EQ(fwd(pkt::kTcpAck, kT0 + 2).size(), 1u);
+  EXPECT_EQ(h.worker().flows().established(), 1u);
+  ASSERT_EQ(fwd(pkt::kTcpAck | pkt::kTcpPsh, kT0 + 50 * s).size(), 1u);  // idle 50 s: fine
+  ASSERT_EQ(fwd(pkt::kTcpFin | pkt::kTcpAck, kT0 + 51 * s).size(), 1u);
+  ASSERT_EQ(rep(pkt::kTcpFin | pkt::kTcpAck, kT0 + 51 * s + 1).size(), 1u);
+  ASSERT_EQ(fwd(pkt::kTcpAck, kT0 + 51 * s + 2).size(), 1u);  // TIME_WAIT from here, 4 s
+  EXPECT_EQ(h.worker().flows().active(), 1u);
+  h.tick(kT0 + 54 * s);
+  EXPECT_EQ(h.worker().flows().active(), 1u);
+  h.tick(kT0 + 57 * s);  // the wheel's 1.024 s ticks: at most one late
+  EXPECT_EQ(h.worker().flows().active(), 0u);
+  EXPECT_EQ(h.counters().flows_expired, 1u);
+  // A late packet of the closed connection is a new flow now (mid-stream pickup).
+  ASSERT_EQ(fwd(pkt::kTcpAck, kT0 + 58 * s).size(), 1u);
+  EXPECT_EQ(h.counters().flows_created, 2u);
+}
+
+}  // namespace
+}  // namespace meshgate
