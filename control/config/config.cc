@@ -78,6 +78,8 @@ constexpr EnumName<ForwardMode> kModes[] = {{"dnat", ForwardMode::kDnat},
                                             {"proxy", ForwardMode::kProxy}};
 constexpr EnumName<BackendRemoval> kBackendRemovals[] = {{"keep", BackendRemoval::kKeep},
                                                          {"reset", BackendRemoval::kReset}};
+constexpr EnumName<IcmpEcho> kIcmpEchoes[] = {{"answer", IcmpEcho::kAnswer},
+                                              {"forward", IcmpEcho::kForward}};
 constexpr EnumName<MeshSource> kMeshSources[] = {
     {"none", MeshSource::kNone}, {"file", MeshSource::kFile}, {"xds", MeshSource::kXds}};
 
@@ -94,7 +96,8 @@ constexpr std::string_view kRouteKeys[] = {"prefix", "via", "port"};
 constexpr std::string_view kNeighborKeys[] = {"address", "mac", "port"};
 constexpr std::string_view kServiceKeys[] = {"name",     "vip",        "port",
                                              "protocol", "mode",       "table_size",
-                                             "backend",  "gue_port",   "on_backend_removal"};
+                                             "backend",  "gue_port",   "on_backend_removal",
+                                             "icmp_echo"};
 constexpr std::string_view kBackendKeys[] = {"address", "port", "weight"};
 constexpr std::string_view kFullnatKeys[] = {"local_addresses"};
 constexpr std::string_view kConntrackKeys[] = {"max_flows", "tcp_syn",       "tcp_established",
@@ -634,6 +637,7 @@ ServiceConfig Parser::parse_service(const toml::table& t, const std::string& p) 
   read_int(t, p, "table_size", kTableSizeSpec, s.table_size);
   read_int(t, p, "gue_port", kL4PortSpec, s.gue_port);
   read_enum(t, p, "on_backend_removal", kBackendRemovals, s.on_backend_removal);
+  read_enum(t, p, "icmp_echo", kIcmpEchoes, s.icmp_echo);
   table_array(t, p, "backend", [&](const toml::table& bt, const std::string& bp) {
     s.backends.push_back(parse_backend(bt, bp));
   });

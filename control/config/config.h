@@ -59,6 +59,11 @@ const char* forward_mode_name(ForwardMode m);
 // so the client's retransmission reaches a live backend that resets it.
 enum class BackendRemoval : uint8_t { kKeep, kReset };
 
+// ICMP echo requests to the VIP: answered by the gateway (IPVS / a kube-proxy IPVS node does
+// that), or forwarded to a backend like any flow (the echo identifier plays the port), so a
+// ping through the VIP reaches a backend and its reply comes back translated.
+enum class IcmpEcho : uint8_t { kAnswer, kForward };
+
 struct GatewayConfig {
   uint32_t workers = kDefaultWorkers;  // worker lcores; each owns one RX/TX queue per port
   SourcePos pos;
@@ -105,6 +110,7 @@ struct ServiceConfig {
   uint32_t table_size = 0;  // lookup table slots (prime); 0 = automatic (>= 100 x backends)
   BackendRemoval on_backend_removal = BackendRemoval::kKeep;
   uint16_t gue_port = kDefaultGuePort;  // dsr-gue: outer UDP destination port
+  IcmpEcho icmp_echo = IcmpEcho::kAnswer;
   std::vector<BackendConfig> backends;
   SourcePos pos;
 };

@@ -120,6 +120,16 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
   }
   snap->service_index.build(keys);
   snap->reset_stat_ids = std::move(reset_bits);
+  std::vector<IpAddr> echo_vips;
+  for (uint32_t i = 0; i < services.size(); ++i) {
+    if (services[i].icmp_echo != IcmpEcho::kForward) continue;
+    bool seen = false;
+    for (const auto& v : echo_vips) seen |= v == services[i].vip;
+    if (seen) continue;
+    echo_vips.push_back(services[i].vip);
+    snap->echo_services.push_back(i);
+  }
+  snap->echo_index.build(echo_vips);
   std::vector<dp::BackendKey> backend_keys;
   for (const auto& [k, users] : services_of_backend) {
     backend_keys.push_back(dp::BackendKey{std::get<0>(k), std::get<1>(k), std::get<2>(k)});

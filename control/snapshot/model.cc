@@ -15,6 +15,7 @@ std::vector<ServiceSpec> services_from_config(const Config& cfg) {
     s.table_size = sc.table_size;
     s.on_backend_removal = sc.on_backend_removal;
     s.gue_port = sc.gue_port;
+    s.icmp_echo = sc.icmp_echo;
     s.source = "config";
     for (const BackendConfig& b : sc.backends) {
       EndpointSpec e;

@@ -33,6 +33,7 @@ struct ServiceSpec {
   uint32_t table_size = 0;  // lookup table slots (prime); 0 = automatic
   BackendRemoval on_backend_removal = BackendRemoval::kKeep;
   uint16_t gue_port = kDefaultGuePort;
+  IcmpEcho icmp_echo = IcmpEcho::kAnswer;
   std::vector<EndpointSpec> endpoints;
   std::string source;  // "config", "mesh"
 };

@@ -108,8 +108,12 @@ Drop parse_l4(const uint8_t* data, const Bounds& bd, PacketMeta* m) {
       const bool echo = m->l4_proto == kProtoIcmp
                             ? (l4[0] == kIcmpEchoRequest || l4[0] == kIcmpEchoReply)
                             : (l4[0] == kIcmp6EchoRequest || l4[0] == kIcmp6EchoReply);
-      if (echo) std::memcpy(&m->sport, l4 + 4, 2);  // identifier: the "port" of an echo flow
-      m->dport = uint16_t(l4[0] << 8 | l4[1]);
+      if (echo) {
+        // The identifier is the echo "port", in both directions: request and reply tuples are
+        // each other's reverse, as a conntrack pseudo-flow needs.
+        std::memcpy(&m->sport, l4 + 4, 2);
+        m->dport = m->sport;
+      }
       m->l4_hdr_len = kIcmpHdrLen;
       return Drop::kNone;
     }

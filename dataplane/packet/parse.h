@@ -32,8 +32,8 @@ struct PacketMeta {
   uint16_t l4_hdr_len = 0;  // TCP header incl. options, 8 for UDP/ICMP, 0 when not parsed
   uint16_t ip_len = 0;      // IPv4 total length / IPv6 40 + payload length
   uint16_t frag_off_hdr = 0;// IPv6: offset of the fragment header (0 if none)
-  uint16_t sport = 0;       // network order. ICMP echo: identifier in sport
-  uint16_t dport = 0;       // network order. ICMP: type<<8|code in dport (host order)
+  uint16_t sport = 0;       // network order. ICMP echo: the identifier
+  uint16_t dport = 0;       // network order. ICMP echo: the identifier too
   uint8_t tcp_flags = 0;
   uint8_t icmp_type = 0;
   uint8_t icmp_code = 0;

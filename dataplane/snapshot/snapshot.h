@@ -127,6 +127,9 @@ struct Snapshot {
   // For backend_index entry i: the services using it, backend_services[range.first ..+second].
   std::vector<std::pair<uint32_t, uint32_t>> backend_service_ranges;
   std::vector<uint32_t> backend_services;
+  // VIPs whose echo requests are forwarded: echo_index entry i -> services[echo_services[i]].
+  FlatIndex<IpAddr> echo_index;
+  std::vector<uint32_t> echo_services;
   // Fullnat source addresses ([fullnat] local_addresses) by family; answered like VIPs.
   std::vector<LocalNat> fullnat_v4, fullnat_v6;
   FlatIndex<IpAddr> fullnat_index;
@@ -163,6 +166,11 @@ struct Snapshot {
     return &backend_services[backend_service_ranges[uint32_t(i)].first];
   }
   bool is_fullnat_address(const IpAddr& a) const { return fullnat_index.find(a) >= 0; }
+  // The service that takes echo requests to `vip`, or nullptr (the gateway answers them).
+  const SnapService* echo_service(const IpAddr& vip) const {
+    const int32_t i = echo_index.find(vip);
+    return i < 0 ? nullptr : &services[echo_services[uint32_t(i)]];
+  }
   bool reset_flows_of(uint32_t stat_id) const {
     const uint32_t w = stat_id >> 6;
     return w < reset_stat_ids.size() && (reset_stat_ids[w] >> (stat_id & 63) & 1);

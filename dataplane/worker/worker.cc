@@ -36,6 +36,31 @@ uint32_t now_ms_of(uint64_t ns) { return uint32_t(ns / 1'000'000); }
 
 bool is_dsr(Mode m) { return m == Mode::kDsrIpip || m == Mode::kDsrGue; }
 
+bool is_echo_request(const PacketMeta& m) {
+  return m.has_l4() && m.icmp_code == 0 &&
+         ((m.l4_proto == kProtoIcmp && m.icmp_type == kIcmpEchoRequest) ||
+          (m.l4_proto == kProtoIcmp6 && m.icmp_type == kIcmp6EchoRequest));
+}
+bool is_echo_reply(const PacketMeta& m) {
+  return m.has_l4() && m.icmp_code == 0 &&
+         ((m.l4_proto == kProtoIcmp && m.icmp_type == kIcmpEchoReply) ||
+          (m.l4_proto == kProtoIcmp6 && m.icmp_type == kIcmp6EchoReply));
+}
+// Packets conntrack follows: TCP, UDP and ICMP echo (its identifier as the port).
+bool trackable(const PacketMeta& m) {
+  return (m.has_l4() && (m.l4_proto == kProtoTcp || m.l4_proto == kProtoUdp)) ||
+         is_echo_request(m) || is_echo_reply(m);
+}
+
+// The service a packet addresses: by VIP:port:protocol, or for an echo request the VIP's echo
+// service.
+const SnapService* service_of(const Snapshot* snap, const PacketMeta& m) {
+  if (m.l4_proto == kProtoTcp || m.l4_proto == kProtoUdp) {
+    return snap->find_service(m.dst, m.dport, m.l4_proto);
+  }
+  return is_echo_request(m) ? snap->echo_service(m.dst) : nullptr;
+}
+
 // One's-complement sum over [off, off+len) of a possibly segmented mbuf.
 uint32_t mbuf_sum(const rte_mbuf* m, uint32_t off, uint32_t len) {
   if (MG_LIKELY(off + len <= m->data_len)) {
@@ -330,19 +355,18 @@ void Worker::stage_classify(rte_mbuf** pkts, uint16_t n) {
       next_[i] = kNextIcmpError;
       continue;
     }
-    const bool l4 = m.has_l4() && (m.l4_proto == kProtoTcp || m.l4_proto == kProtoUdp);
+    const bool l4 = trackable(m);
     if (l4) {
       // Bulk lookup, first phase: hash every packet and prefetch its two buckets.
       hash_[i] = FlowTable::hash(Tuple{m.src, m.dst, m.sport, m.dport, m.l4_proto});
       flows_.prefetch_buckets(hash_[i]);
     }
-    next_[i] = l4 && snap_->find_service(m.dst, m.dport, m.l4_proto) ? kNextService : kNextLookup;
+    next_[i] = l4 && service_of(snap_, m) ? kNextService : kNextLookup;
   }
   // Second phase: the buckets have had the rest of the burst to arrive; prefetch the flows
   // whose signatures match.
   for (uint16_t i = 0; i < n; ++i) {
-    if (next_[i] == kNextService || (next_[i] == kNextLookup && meta_[i].has_l4() &&
-                                     (meta_[i].l4_proto == kProtoTcp || meta_[i].l4_proto == kProtoUdp))) {
+    if ((next_[i] == kNextService || next_[i] == kNextLookup) && trackable(meta_[i])) {
       flows_.prefetch_flows(hash_[i]);
     }
   }
@@ -531,7 +555,7 @@ void Worker::stage_service(rte_mbuf** pkts, uint16_t n) {
         drop_[i] = Drop::kDraining;
         continue;
       }
-      const SnapService* svc = snap_->find_service(m.dst, m.dport, m.l4_proto);
+      const SnapService* svc = service_of(snap_, m);
       const uint32_t bi =
           svc->table_size ? lb_lookup(&snap_->lb_slots[svc->table_offset], svc->table_size, h)
                           : kNoBackend;
@@ -541,15 +565,17 @@ void Worker::stage_service(rte_mbuf** pkts, uint16_t n) {
         continue;
       }
       const SnapBackend& be = snap_->backends[svc->first_backend + bi];
+      const bool echo = m.l4_proto == kProtoIcmp || m.l4_proto == kProtoIcmp6;
       FlowTarget to;
       to.backend = be.address;
-      to.backend_port = be.port_be;
+      // An echo keeps its identifier toward the backend (fullnat picks a new one below).
+      to.backend_port = echo ? m.sport : be.port_be;
       to.vip_id = svc->vip_id;
       to.stat_id = be.stat_id < kMaxBackendStats ? be.stat_id : 0;
       to.mode = svc->mode;
       if (to.mode == Mode::kFullnat) {
         Drop why;
-        if (!pick_fullnat(be.address, be.port_be, m.l4_proto, h, &to, &why)) {
+        if (!pick_fullnat(be.address, to.backend_port, m.l4_proto, h, &to, &why)) {
           next_[i] = kNextDrop;
           drop_[i] = why;
           continue;
@@ -595,7 +621,7 @@ void Worker::forward_flow(rte_mbuf* mb, uint16_t i, Flow* f) {
   to.local_id = f->local_id;
   to.local_port = f->local_port;
   if (is_dsr(f->mode)) {
-    const SnapService* svc = snap_->find_service(m.dst, m.dport, m.l4_proto);
+    const SnapService* svc = service_of(snap_, m);
     egress_[i].gue = f->mode == Mode::kDsrGue;
     // The GUE port of the service as it is now; a service gone from the snapshot keeps the
     // default so its flows still reach their backend.
@@ -668,10 +694,13 @@ bool Worker::pick_fullnat(const IpAddr& backend, uint16_t backend_port_be, uint8
       continue;
     }
     const uint16_t port_be = htons(port_host);
-    const Tuple reply{backend, local.address, backend_port_be, port_be, proto};
+    // An echo's identifier is its port in both directions: the backend answers to it.
+    const bool echo = proto == kProtoIcmp || proto == kProtoIcmp6;
+    const Tuple reply{backend, local.address, echo ? port_be : backend_port_be, port_be, proto};
     if (flows_.reply_in_use(reply, FlowTable::hash(reply))) continue;
     to->local_id = local.id;
     to->local_port = port_be;
+    if (echo) to->backend_port = port_be;
     return true;
   }
   *why = Drop::kFullnatNoPort;
@@ -691,7 +720,10 @@ int Worker::handoff_target(const IpAddr& src, uint16_t sport_be, const IpAddr& d
   }
   uint32_t count = 0;
   const uint32_t* svcs = snap_->services_of_backend(src, sport_be, proto, &count);
-  if (!svcs) return -1;
+  // Echo pseudo-flows have no backend port to look up: when some VIP forwards echoes, an
+  // unknown echo reply goes round the workers.
+  const bool echo = (proto == kProtoIcmp || proto == kProtoIcmp6) && !snap_->echo_services.empty();
+  if (!svcs && !echo) return -1;
   // The client's packets reached the worker RSS picked for (client -> VIP): predict it.
   const int port = egress_port(dst);
   const RssPredictor* rss = port >= 0 ? p_.rss[port] : nullptr;
@@ -728,7 +760,7 @@ void Worker::stage_lookup(rte_mbuf** pkts, uint16_t n) {
   for (uint16_t i = 0; i < n; ++i) {
     if (next_[i] != kNextLookup) continue;
     const PacketMeta& m = meta_[i];
-    const bool l4 = m.has_l4() && (m.l4_proto == kProtoTcp || m.l4_proto == kProtoUdp);
+    const bool l4 = trackable(m);
     if (m.is_fragment() && !m.has_l4()) {
       const Drop d = follow_fragment(pkts[i], i);
       if (d != Drop::kNone) {
@@ -768,12 +800,16 @@ void Worker::stage_lookup(rte_mbuf** pkts, uint16_t n) {
         }
         continue;
       }
-      const int target = handoff_target(m.src, m.sport, m.dst, m.dport, m.l4_proto, visited_[i]);
+      // Echo requests never belong to another worker's flow: they start flows or get answered.
+      const int target = is_echo_request(m) ? -1
+                                            : handoff_target(m.src, m.sport, m.dst, m.dport,
+                                                             m.l4_proto, visited_[i]);
       if (target >= 0) {
         handoff(i, target, pkts[i]);
         continue;
       }
-      if (snap_->is_fullnat_address(m.dst) || snap_->is_backend(m.src, m.sport, m.l4_proto)) {
+      if (!is_echo_request(m) &&
+          (snap_->is_fullnat_address(m.dst) || snap_->is_backend(m.src, m.sport, m.l4_proto))) {
         next_[i] = kNextDrop;
         drop_[i] = Drop::kReplyNoFlow;
         continue;

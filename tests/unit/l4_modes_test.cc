@@ -749,3 +749,86 @@ TEST(Lifecycle, tcp_flow_states_and_expiry_follow_the_capture_clock) {
 
 }  // namespace
 }  // namespace meshgate
+
+namespace meshgate {
+namespace {
+
+std::string with_echo_forward(std::string cfg, const std::string& name) {
+  const std::string key = "name = \"" + name + "\"";
+  cfg.replace(cfg.find(key), key.size(), key + "\nicmp_echo = \"forward\"");
+  return cfg;
+}
+
+Bytes echo(const char* src, const char* dst, bool reply, uint16_t id, uint16_t seq,
+           const pkt::EthHdr& eth = kToGw) {
+  pkt::IpHdr ip;
+  ip.src = A(src);
+  ip.dst = A(dst);
+  return pkt::build_icmp_echo(eth, ip, reply, id, seq, Bytes(32, 0x11));
+}
+
+TEST(EchoFlows, a_forwarding_vip_sends_pings_to_a_backend_and_translates_the_replies) {
+  struct Case {
+    const char* service;
+    const char* client;
+    const char* vip;
+    bool fullnat;
+  } cases[] = {{"dnat", "192.0.2.5", "203.0.113.10", false},
+               {"fullnat", "192.0.2.5", "203.0.113.11", true},
+               {"fullnat6", "2001:db8:2::5", "2001:db8:100::11", true}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.service);
+    DataplaneHarness h(with_echo_forward(kModes, c.service));
+    const auto out = h.send(echo(c.client, c.vip, false, 0x1234, 1), kT0);
+    ASSERT_EQ(out.size(), 1u);
+    const auto d = pkt::decode(out[0]);
+    ASSERT_TRUE(d.ok()) << d.error;
+    EXPECT_EQ(d.icmp_type, std::string(c.vip).find(':') == std::string::npos ? 8 : 128);
+    EXPECT_TRUE(kMac.count(d.dst.str()));
+    EXPECT_EQ(d.eth_dst, kMac.at(d.dst.str()));
+    if (c.fullnat) {
+      EXPECT_NE(d.src.str(), c.client);
+    } else {
+      EXPECT_EQ(d.src.str(), c.client);
+      EXPECT_EQ(d.icmp_id, 0x1234);
+    }
+    expect_valid(out[0]);
+    // Every ping of the session goes to the same backend.
+    const auto again = h.send(echo(c.client, c.vip, false, 0x1234, 2), kT0 + 1);
+    ASSERT_EQ(again.size(), 1u);
+    EXPECT_EQ(pkt::decode(again[0]).dst, d.dst);
+    const auto rep = h.send(echo(d.dst.str().c_str(), d.src.str().c_str(), true, d.icmp_id, 1,
+                                 from(d.dst.str())),
+                            kT0 + 2);
+    ASSERT_EQ(rep.size(), 1u);
+    const auto r = pkt::decode(rep[0]);
+    EXPECT_EQ(r.src.str(), c.vip);
+    EXPECT_EQ(r.dst.str(), c.client);
+    EXPECT_EQ(r.icmp_id, 0x1234);
+    EXPECT_EQ(r.eth_dst, kRouter);
+    expect_valid(rep[0]);
+    EXPECT_EQ(h.counters().echo_replies, 0u) << "the gateway did not answer itself";
+    EXPECT_EQ(h.counters().flows_created, 1u);
+  }
+}
+
+TEST(EchoFlows, by_default_the_gateway_answers_pings_to_the_vip) {
+  DataplaneHarness h(kModes);
+  const auto out = h.send(echo("192.0.2.5", "203.0.113.10", false, 7, 1), kT0);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(pkt::decode(out[0]).src.str(), "203.0.113.10");
+  EXPECT_EQ(h.counters().echo_replies, 1u);
+  EXPECT_EQ(h.counters().flows_created, 0u);
+}
+
+TEST(EchoFlows, echo_pseudo_flows_expire_with_the_icmp_timeout) {
+  DataplaneHarness h(with_echo_forward(kModes + "\n[conntrack]\nicmp = 3\n", "dnat"));
+  ASSERT_EQ(h.send(echo("192.0.2.5", "203.0.113.10", false, 9, 1), kT0).size(), 1u);
+  h.tick(kT0 + 2 * test::kSec);
+  EXPECT_EQ(h.worker().flows().active(), 1u);
+  h.tick(kT0 + 5 * test::kSec);
+  EXPECT_EQ(h.worker().flows().active(), 0u);
+}
+
+}  // namespace
+}  // namespace meshgate
