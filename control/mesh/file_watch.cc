@@ -23,8 +23,9 @@ bool FileWatch::open(const std::string& path) {
   std::filesystem::path dir = std::filesystem::path(path).parent_path();
   if (dir.empty()) dir = ".";
   // Directory events cover in-place writes, renames over the file and symlink swaps alike.
-  const uint32_t mask = IN_CLOSE_WRITE | IN_MODIFY | IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE |
-                        IN_DELETE | IN_ATTRIB;
+  // Only completed changes: IN_CLOSE_WRITE, not IN_MODIFY / IN_CREATE, so a file being written
+  // (truncated, half written) is never read as the new mesh.
+  const uint32_t mask = IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_ATTRIB;
   return inotify_add_watch(inotify_fd_, dir.c_str(), mask) >= 0;
 }
 
