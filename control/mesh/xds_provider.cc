@@ -185,6 +185,19 @@ struct XdsProvider::StreamEnd {
   std::string message;
 };
 
+bool xds_quick_reconnect(int grpc_code, const std::string& message) {
+  switch (grpc::StatusCode(grpc_code)) {
+    case grpc::StatusCode::OK:
+    case grpc::StatusCode::UNKNOWN:
+    case grpc::StatusCode::CANCELLED:
+    case grpc::StatusCode::DEADLINE_EXCEEDED: return true;
+    case grpc::StatusCode::UNAVAILABLE:
+      return message.find("transport is closing") != std::string::npos ||
+             message.find("received prior goaway") != std::string::npos;
+    default: return false;
+  }
+}
+
 XdsOptions xds_options_from_config(const Config& cfg) {
   XdsOptions o;
   o.address = cfg.mesh.address;
@@ -295,15 +308,9 @@ void XdsProvider::run() {
       if (stopping_) return;
     }
     (end.connected ? counters_.disconnects : counters_.connect_failures)++;
-    // Spec §2 "Backoff": a clean end, Unknown, Cancelled, DeadlineExceeded and a GOAWAY /
-    // "transport is closing" (MaxConnectionAge rotation) reconnect at once; everything else
-    // doubles the wait up to the cap. A stream that was connected starts the doubling afresh.
-    const bool quick =
-        end.code == grpc::StatusCode::OK || end.code == grpc::StatusCode::UNKNOWN ||
-        end.code == grpc::StatusCode::CANCELLED || end.code == grpc::StatusCode::DEADLINE_EXCEEDED ||
-        (end.code == grpc::StatusCode::UNAVAILABLE &&
-         (end.message.find("transport is closing") != std::string::npos ||
-          end.message.find("received prior goaway") != std::string::npos));
+    // Quick ends reconnect at once; everything else doubles the wait up to the cap. A stream
+    // that was connected starts the doubling afresh.
+    const bool quick = xds_quick_reconnect(int(end.code), end.message);
     if (quick || end.connected) backoff = opt_.initial_backoff_ms;
     const uint32_t wait_ms = backoff;
     if (!quick) backoff = std::min(backoff * 2, opt_.max_backoff_ms);

@@ -51,6 +51,12 @@ struct XdsOptions {
 // address, the host name and "istio-system". Metadata: NAME, NAMESPACE, INSTANCE_IPS, NODE_NAME.
 XdsOptions xds_options_from_config(const Config& cfg);
 
+// Spec §2 "Backoff": whether a stream that ended with this gRPC status reconnects after the
+// initial backoff instead of doubling it: a clean end (OK), Unknown, Cancelled, DeadlineExceeded,
+// and Unavailable with "transport is closing" / "received prior goaway" (MaxConnectionAge
+// rotation).
+bool xds_quick_reconnect(int grpc_code, const std::string& message);
+
 // meshgate_xds_* metrics. Written by the provider thread, read by anyone (relaxed atomics).
 struct XdsCounters {
   std::atomic<uint64_t> connects{0};          // streams that got a first response

@@ -373,6 +373,20 @@ TEST_F(XdsTest, TlsServerVerifiedWithCaFile) {
   untrusting.stop();
 }
 
+TEST(XdsBackoffTest, QuickReconnectOnlyForTheSpecsStatuses) {
+  // grpc::StatusCode values: OK 0, CANCELLED 1, UNKNOWN 2, DEADLINE_EXCEEDED 4,
+  // PERMISSION_DENIED 7, UNAVAILABLE 14, UNAUTHENTICATED 16.
+  EXPECT_TRUE(xds_quick_reconnect(0, ""));
+  EXPECT_TRUE(xds_quick_reconnect(1, ""));
+  EXPECT_TRUE(xds_quick_reconnect(2, "stream reset"));
+  EXPECT_TRUE(xds_quick_reconnect(4, ""));
+  EXPECT_TRUE(xds_quick_reconnect(14, "transport is closing"));
+  EXPECT_TRUE(xds_quick_reconnect(14, "Socket closed; received prior goaway: code: NO_ERROR"));
+  EXPECT_FALSE(xds_quick_reconnect(14, "failed to connect to all addresses"));
+  EXPECT_FALSE(xds_quick_reconnect(16, "bad token"));
+  EXPECT_FALSE(xds_quick_reconnect(7, ""));
+}
+
 TEST(XdsOptionsTest, DefaultNodeIdIsZtunnelStyle) {
   unsetenv("INSTANCE_IP");
   setenv("POD_NAME", "gw-0", 1);
