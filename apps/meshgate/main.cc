@@ -8,6 +8,7 @@
 
 #include "control/common/log.h"
 #include "control/config/config.h"
+#include "control/mesh/mesh_file.h"
 #include "control/runtime/runtime.h"
 
 using namespace meshgate;
@@ -30,6 +31,13 @@ void check_referenced_files(const Config& cfg, ConfigErrors* errs) {
   if (cfg.mesh.source == MeshSource::kXds) {
     need(cfg.mesh.ca_file, cfg.mesh.pos, "mesh.ca_file");
     need(cfg.mesh.token_file, cfg.mesh.pos, "mesh.token_file");
+  }
+  // The mesh file is checked like the config: every error with its file:line:column.
+  if (cfg.mesh.source == MeshSource::kFile && std::filesystem::exists(cfg.mesh.path)) {
+    auto m = mesh::load_mesh_file(cfg.mesh.path);
+    if (!m) {
+      for (const auto& e : m.error().errors) errs->errors.push_back(e);
+    }
   }
   need(cfg.hbone.cert_chain, cfg.hbone.pos, "hbone.cert_chain");
   need(cfg.hbone.private_key, cfg.hbone.pos, "hbone.private_key");

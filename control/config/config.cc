@@ -89,7 +89,7 @@ using Keys = std::span<const std::string_view>;
 // by name, and a suggestion must be able to cross the two (`[[services]]` -> `service`).
 constexpr std::string_view kRootKeys[] = {"gateway", "port",      "route", "neighbor", "service",
                                           "fullnat", "conntrack", "mesh",  "hbone",    "admin"};
-constexpr std::string_view kGatewayKeys[] = {"workers"};
+constexpr std::string_view kGatewayKeys[] = {"workers", "locality"};
 constexpr std::string_view kPortKeys[] = {"name",           "device",         "addresses", "mac",
                                           "rx_descriptors", "tx_descriptors", "mtu"};
 constexpr std::string_view kRouteKeys[] = {"prefix", "via", "port"};
@@ -588,6 +588,16 @@ void Parser::parse_gateway(const toml::table& t, GatewayConfig& g) {
   g.pos = pos(t.source());
   check_keys(t, p, kGatewayKeys);
   read_int(t, p, "workers", kWorkersSpec, g.workers);
+  std::string locality;
+  read_string(t, p, "locality", locality);
+  if (const toml::node* n = t.get("locality"); n && n->is_string()) {
+    if (auto l = Locality::parse(locality)) {
+      g.locality = *l;
+    } else {
+      fail(n->source(), "gateway.locality",
+           "expected \"region/zone/subzone\" (at most three parts), got " + describe(*n));
+    }
+  }
 }
 
 PortConfig Parser::parse_port(const toml::table& t, const std::string& p) {
@@ -1225,6 +1235,26 @@ void sort_by_position(std::vector<ConfigError>& errors) {
 }
 
 }  // namespace
+
+std::optional<Locality> Locality::parse(std::string_view s) {
+  Locality l;
+  std::string* parts[] = {&l.region, &l.zone, &l.subzone};
+  size_t i = 0;
+  for (;;) {
+    const auto slash = s.find('/');
+    if (i == 3) return std::nullopt;
+    *parts[i++] = std::string(s.substr(0, slash));
+    if (slash == std::string_view::npos) break;
+    s.remove_prefix(slash + 1);
+  }
+  return l;
+}
+
+std::string Locality::str() const {
+  if (subzone.empty() && zone.empty()) return region;
+  if (subzone.empty()) return region + "/" + zone;
+  return region + "/" + zone + "/" + subzone;
+}
 
 Result<Config, ConfigErrors> parse_config(std::string_view toml_text, const std::string& name) {
   toml::table root;

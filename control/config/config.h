@@ -64,8 +64,21 @@ enum class BackendRemoval : uint8_t { kKeep, kReset };
 // ping through the VIP reaches a backend and its reply comes back translated.
 enum class IcmpEcho : uint8_t { kAnswer, kForward };
 
+// Where something runs, as Kubernetes topology labels say it: region / zone / subzone. Empty
+// parts are unknown. Compared part by part with mesh workloads' localities (load_balancing).
+struct Locality {
+  std::string region;
+  std::string zone;
+  std::string subzone;
+  // "region/zone/subzone" (trailing parts may be left out); nullopt with more than three parts.
+  static std::optional<Locality> parse(std::string_view s);
+  std::string str() const;
+  friend bool operator==(const Locality&, const Locality&) = default;
+};
+
 struct GatewayConfig {
   uint32_t workers = kDefaultWorkers;  // worker lcores; each owns one RX/TX queue per port
+  Locality locality;  // this gateway's locality, for mesh services' STRICT / FAILOVER modes
   SourcePos pos;
 };
 

@@ -33,6 +33,11 @@ uint32_t estimate_memory_mb(const Config& cfg, uint32_t workers, uint32_t mbufs)
   bytes += uint64_t(workers) * (1u << 20);  // neighbor cache, pending queue, rings
   // Snapshots (LPM tables, two alive during a swap) and EAL's own needs.
   bytes += 192ull << 20;
+  // A mesh source rebuilds snapshots while running: the live one, the one being built and one
+  // retired until its grace period ends. Each holds an rte_lpm and an rte_lpm6 whose tbl24s are
+  // 2^24 x 4 bytes (64 MiB) apiece.
+  constexpr uint64_t kSnapshotLpmBytes = 132ull << 20;
+  if (cfg.mesh.source != MeshSource::kNone) bytes += 2 * kSnapshotLpmBytes;
   return uint32_t((bytes + (1u << 20) - 1) >> 20);
 }
 

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "control/flowsteer/flowsteer.h"
+#include "control/mesh/mesh_runtime.h"
 #include "control/runtime/eal.h"
 #include "control/runtime/ports.h"
 #include "control/snapshot/builder.h"
@@ -94,9 +95,10 @@ ConfigErrors check_supported(const Config& cfg) {
                                  "fullnat, dsr-ipip, dsr-gue)"});
     }
   }
-  if (cfg.mesh.source != MeshSource::kNone) {
-    errs.errors.push_back({cfg.mesh.pos, "mesh.source",
-                           "mesh sources are not available in this build yet (supported: none)"});
+  if (cfg.mesh.source != MeshSource::kNone && cfg.mesh.mode == ForwardMode::kProxy) {
+    errs.errors.push_back({cfg.mesh.pos, "mesh.mode",
+                           std::string("mode '") + forward_mode_name(cfg.mesh.mode) +
+                               "' is not available in this build yet (supported: dnat, fullnat)"});
   }
   return errs;
 }
@@ -160,6 +162,22 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
   std::vector<std::vector<rte_ring*>> handoff(workers, std::vector<rte_ring*>(workers, nullptr));
   std::vector<WorkerSlot> slots(workers);
   std::vector<const dp::Worker*> views;
+  std::unique_ptr<mesh::MeshRuntime> mesh_rt;
+  uint64_t version = 0;
+  // A new service list -> snapshot -> publish. On failure the running snapshot stays.
+  auto publish_services = [&](const std::vector<ServiceSpec>& services, const char* why) {
+    auto snap = build_snapshot(cfg, services, ports, *reg, version + 1);
+    if (!snap) {
+      log(LogLevel::kError, "snapshot_failed", "version=%lu reason=%s error=\"%s\"",
+          (unsigned long)(version + 1), why, snap.error().message.c_str());
+      return false;
+    }
+    ++version;
+    publisher.publish(*snap);
+    log(LogLevel::kInfo, "snapshot_published", "version=%lu reason=%s services=%zu backends=%zu",
+        (unsigned long)version, why, (*snap)->services.size(), (*snap)->backends.size());
+    return true;
+  };
   do {
     if (!pool) {
       log(LogLevel::kError, "mempool_failed", "mbufs=%lu error=\"%s\"", (unsigned long)mbufs,
@@ -179,15 +197,40 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
       rc = kExitRuntime;
       break;
     }
-    auto snap = build_snapshot(cfg, services_from_config(cfg), ports, *reg, 1);
-    if (!snap) {
-      log(LogLevel::kError, "snapshot_failed", "error=\"%s\"", snap.error().message.c_str());
+    // The mesh provider starts first so that a mesh file is in the first snapshot; an xDS
+    // provider's first model arrives later and makes the next one.
+    auto mr = mesh::MeshRuntime::create(cfg);
+    if (!mr) {
+      log(LogLevel::kError, "mesh_failed", "error=\"%s\"", mr.error().message.c_str());
       rc = kExitRuntime;
       break;
     }
-    publisher.publish(*snap);
-    log(LogLevel::kInfo, "snapshot_published", "version=1 services=%zu backends=%zu",
-        (*snap)->services.size(), (*snap)->backends.size());
+    mesh_rt = std::move(mr.value());
+    if (mesh_rt) {
+      if (auto r = mesh_rt->start(); !r) {
+        log(LogLevel::kError, "mesh_failed", "source=%s error=\"%s\"",
+            cfg.mesh.source == MeshSource::kFile ? "file" : "xds", r.error().message.c_str());
+        rc = kExitRuntime;
+        break;
+      }
+    }
+    auto poll_mesh = [&]() {
+      auto pending = mesh_rt->poll();
+      if (!pending) return;
+      if (publish_services(pending->services, "mesh")) {
+        mesh_rt->published(*pending);
+        log(LogLevel::kInfo, "mesh_applied",
+            "generation=%lu synced=%s mesh_services=%zu specs=%zu endpoints=%zu policies=%zu",
+            (unsigned long)pending->generation, pending->synced ? "true" : "false",
+            pending->stats.services, pending->stats.specs, pending->stats.endpoints,
+            pending->stats.policies);
+      }
+    };
+    if (mesh_rt) poll_mesh();
+    if (version == 0 && !publish_services(services_from_config(cfg), "config")) {
+      rc = kExitRuntime;
+      break;
+    }
 
     steering = setup_flow_steering(ports, cfg.fullnat.local_addresses, workers);
     // Software RSS per port with RSS: predicts the queue (worker) of a flow's replies.
@@ -297,6 +340,8 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
           }
         }
       }
+      // A provider that fails keeps the last snapshot forwarding; only new models publish.
+      if (mesh_rt && !stopping) poll_mesh();
       publisher.reclaim();
       if (progress) {
         const auto now = std::chrono::steady_clock::now();
@@ -314,6 +359,7 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     rte_eal_mp_wait_lcore();
+    if (mesh_rt) mesh_rt->stop();
     if (progress) std::fprintf(stderr, "\n");
 
     std::fputs(summary_text(views, registry, publisher.current()).c_str(), stdout);
@@ -337,6 +383,7 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
     }
   } while (false);
 
+  mesh_rt.reset();
   for (auto& s : slots) free_worker(s);
   if (!steering.empty()) teardown_flow_steering(ports);
   for (auto& row : handoff) {

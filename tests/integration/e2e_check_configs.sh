@@ -71,6 +71,15 @@ mode = \"proxy\"
   [[service.backend]]
   address = \"198.51.100.11\"
   port = 8080"
+# [mesh] source = "file": the mesh file is checked too, with its own file:line:column.
+printf '[[workload]]\nuid = "w"\nnamespace = "ns"\naddresses = ["10.0.0.300"]\n' >"$TMP/bad-mesh.toml"
+check bad_mesh_file "bad-mesh.toml:4:14: workload\[0\].addresses\[0\]: expected an IPv4/IPv6 address" "$base
+[mesh]
+source = \"file\"
+path = \"$TMP/bad-mesh.toml\""
+out=$("$MG_BIN" --config <(printf '%s\n[mesh]\nsource = "file"\npath = "%s"\n' "$base" "$SRC/config/mesh.toml") --check 2>&1) \
+  || fail "good mesh file: $out"
+[[ $out == "config ok" ]] || fail "good mesh file: $out"
 # Usage errors are exit 2 too.
 rc=0; "$MG_BIN" --check >/dev/null 2>&1 || rc=$?; [[ $rc -eq 2 ]] || fail "missing --config: exit $rc"
 rc=0; "$MG_BIN" --config "$SRC/config/demo.toml" --pcap-in /nonexistent.pcap >/dev/null 2>&1 || rc=$?

@@ -1,0 +1,34 @@
+// Waits for changes to one file with inotify on its directory, so that editors that write a new
+// file and rename it over the old one (vim, sed -i, Kubernetes ConfigMap symlink swaps) are seen
+// as well as in-place writes. Any thread; one waiter at a time; wake() from any thread.
+#pragma once
+
+#include <string>
+
+namespace meshgate::ctl::mesh {
+
+class FileWatch {
+ public:
+  FileWatch() = default;
+  ~FileWatch();
+  FileWatch(const FileWatch&) = delete;
+  FileWatch& operator=(const FileWatch&) = delete;
+
+  // Watches the directory holding `path`. False (with errno set) when inotify cannot be set up.
+  bool open(const std::string& path);
+  // Blocks up to `timeout_ms` (-1: forever) for an event in the directory or a wake(). Returns
+  // true when something in the directory changed (the caller re-reads and compares), false on
+  // timeout or wake. Events arriving within `settle_ms` of the first are merged (an editor's
+  // write + rename is one change).
+  bool wait(int timeout_ms, int settle_ms = 20);
+  void wake();
+
+ private:
+  int inotify_fd_ = -1;
+  int wake_fd_ = -1;
+};
+
+// The whole file, or nullopt-like false when it cannot be read.
+bool read_file(const std::string& path, std::string* out);
+
+}  // namespace meshgate::ctl::mesh

@@ -1,0 +1,177 @@
+#include "control/mesh/mesh_mapping.h"
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+#include "control/snapshot/builder.h"
+
+namespace meshgate::ctl::mesh {
+namespace {
+
+// Workload.capacity is a uint32; the Maglev weights stay within the static services' range.
+constexpr uint32_t kMaxWeight = 65535;
+
+bool scope_matches(LbScope s, const Workload& w, const MappingOptions& opt) {
+  switch (s) {
+    case LbScope::kRegion: return w.locality.region == opt.locality.region;
+    case LbScope::kZone: return w.locality.zone == opt.locality.zone;
+    case LbScope::kSubzone: return w.locality.subzone == opt.locality.subzone;
+    case LbScope::kNode: return !opt.node.empty() && w.node == opt.node;
+    case LbScope::kCluster: return w.cluster_id == opt.cluster_id;
+    case LbScope::kNetwork: return w.network == opt.network;
+  }
+  return false;
+}
+
+// The port an endpoint listens on for `service_port`: the workload's own PortList wins, then the
+// service's target_port (istio-mesh-api.md, "Endpoint selection" §1). 0 = unresolved.
+uint16_t target_port(const Service& svc, const PortMapping& sp, const Workload& w) {
+  if (auto it = w.services.find(svc.key()); it != w.services.end()) {
+    for (const PortMapping& p : it->second) {
+      if (p.service_port == sp.service_port && p.target_port != 0) return p.target_port;
+    }
+  }
+  return sp.target_port;
+}
+
+const IpAddr* address_of_family(const Workload& w, bool v4) {
+  for (const IpAddr& a : w.addresses) {
+    if (a.is_v4() == v4) return &a;
+  }
+  return nullptr;
+}
+
+struct Candidate {
+  const Workload* w;
+  int rank;
+};
+
+}  // namespace
+
+int locality_rank(const LoadBalancing& lb, const Workload& w, const MappingOptions& opt) {
+  if (lb.mode != LbMode::kStrict && lb.mode != LbMode::kFailover) return 0;
+  int rank = 0;
+  for (LbScope s : lb.routing_preference) {
+    if (!scope_matches(s, w, opt)) break;
+    ++rank;
+  }
+  const int n = int(lb.routing_preference.size());
+  if (lb.mode == LbMode::kStrict) return rank == n ? rank : -1;
+  // Same-network endpoints always win when NETWORK leads the preferences.
+  if (n > 0 && lb.routing_preference[0] == LbScope::kNetwork && rank > 0) rank += n - 1;
+  return rank;
+}
+
+MappingResult map_mesh(const MeshModel& model, const MappingOptions& opt,
+                       const std::vector<ServiceSpec>& taken) {
+  MappingResult out;
+  MappingStats& st = out.stats;
+  std::set<std::tuple<IpAddr, uint16_t, L4Proto>> used;
+  for (const ServiceSpec& s : taken) used.emplace(s.vip, s.port, s.protocol);
+  st.policies = model.policies.size();
+
+  for (const auto& [key, svc] : model.services) {
+    if (svc.load_balancing.mode == LbMode::kPassthrough) {
+      ++st.skipped_passthrough;
+      continue;
+    }
+    std::vector<IpAddr> vips;
+    for (const NetworkAddress& na : svc.vips) {
+      if (na.network != opt.network) continue;
+      if (na.length && *na.length < (na.address.is_v4() ? 32 : 128)) {
+        ++st.skipped_cidr_vips;
+        continue;
+      }
+      if (std::find(vips.begin(), vips.end(), na.address) == vips.end()) {
+        vips.push_back(na.address);
+      }
+    }
+    if (vips.empty()) {
+      ++st.skipped_headless;
+      continue;
+    }
+    // Endpoints: workloads naming this service, filtered by health, network and locality.
+    std::vector<Candidate> candidates;
+    const std::string skey = svc.key();
+    for (const auto& [uid, w] : model.workloads) {
+      if (!w.services.contains(skey)) continue;
+      if (!w.healthy && svc.load_balancing.health_policy != HealthPolicy::kAllowAll) {
+        ++st.skipped_unhealthy;
+        continue;
+      }
+      if (w.network != opt.network) {
+        ++st.skipped_other_network;
+        continue;
+      }
+      const int rank = locality_rank(svc.load_balancing, w, opt);
+      if (rank < 0) {
+        ++st.skipped_locality;
+        continue;
+      }
+      candidates.push_back({&w, rank});
+    }
+    bool mapped = false;
+    for (const IpAddr& vip : vips) {
+      for (const PortMapping& sp : svc.ports) {
+        if (sp.service_port == 0) continue;
+        ServiceSpec spec;
+        spec.name = skey + ":" + std::to_string(sp.service_port);
+        if (vips.size() > 1) spec.name += "@" + vip.str();
+        spec.vip = vip;
+        spec.port = sp.service_port;
+        spec.protocol = L4Proto::kTcp;
+        spec.mode = opt.mode;
+        spec.source = "mesh";
+        const auto k = std::tuple{vip, sp.service_port, L4Proto::kTcp};
+        if (!used.insert(k).second) {
+          ++st.duplicate_vips;
+          out.notes.push_back("mesh service " + spec.name + " dropped: " +
+                              endpoint_str(vip, sp.service_port) + "/tcp is already used");
+          continue;
+        }
+        std::vector<std::pair<EndpointSpec, int>> eps;
+        for (const Candidate& c : candidates) {
+          const IpAddr* a = address_of_family(*c.w, vip.is_v4());
+          if (!a) {
+            ++st.skipped_no_address;
+            continue;
+          }
+          const uint16_t port = target_port(svc, sp, *c.w);
+          if (port == 0) {
+            ++st.skipped_no_target_port;
+            continue;
+          }
+          EndpointSpec e;
+          e.address = *a;
+          e.port = port;
+          e.weight = std::min(c.w->capacity, kMaxWeight);
+          e.healthy = true;  // unhealthy ones are already out unless the policy allows them
+          e.tunnel = c.w->tunnel == Tunnel::kHbone ? TunnelProtocol::kHbone : TunnelProtocol::kNone;
+          e.identity = c.w->identity();
+          e.uid = c.w->uid;
+          eps.emplace_back(std::move(e), c.rank);
+        }
+        // FAILOVER keeps only the best-ranked endpoints.
+        int best = 0;
+        for (const auto& [e, r] : eps) best = std::max(best, r);
+        for (auto& [e, r] : eps) {
+          if (r != best) {
+            ++st.skipped_locality;
+            continue;
+          }
+          st.hbone_endpoints += e.tunnel == TunnelProtocol::kHbone;
+          spec.endpoints.push_back(std::move(e));
+        }
+        st.endpoints += spec.endpoints.size();
+        out.specs.push_back(std::move(spec));
+        mapped = true;
+      }
+    }
+    st.services += mapped;
+  }
+  st.specs = out.specs.size();
+  return out;
+}
+
+}  // namespace meshgate::ctl::mesh

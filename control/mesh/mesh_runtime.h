@@ -1,0 +1,62 @@
+// The mesh side of the control loop: owns the configured provider, turns each new model into
+// ServiceSpecs (after the static services) and tracks readiness. Control thread, except the
+// accessors marked "any thread" (for the admin API).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "control/config/config.h"
+#include "control/mesh/mesh_mapping.h"
+#include "control/mesh/mesh_provider.h"
+#include "control/mesh/xds_provider.h"
+#include "control/snapshot/model.h"
+
+namespace meshgate::ctl::mesh {
+
+class MeshRuntime {
+ public:
+  // The provider for [mesh] source (file | xds); nullptr result for source = "none".
+  static Result<std::unique_ptr<MeshRuntime>> create(const Config& cfg);
+  ~MeshRuntime();
+
+  // Starts the provider. For a file, the first model is loaded here (an invalid file fails).
+  Result<bool> start();
+  void stop();
+
+  // Control thread, every tick: when the provider delivered a new model, the full service list
+  // for the next snapshot (static services first, then the mesh's), else nullopt. Call
+  // published() once that snapshot is live.
+  struct Pending {
+    std::vector<ServiceSpec> services;
+    MappingStats stats;
+    uint64_t generation = 0;
+    bool synced = false;
+  };
+  std::optional<Pending> poll();
+  void published(const Pending& p);
+
+  // Any thread: true once a snapshot built from the provider's first full view is published.
+  // /ready waits for this (INTERFACE.md).
+  bool synced() const { return synced_.load(std::memory_order_acquire); }
+  // Any thread: the xDS counters (meshgate_xds_* metrics); nullptr for the file provider.
+  const XdsCounters* xds_counters() const;
+  // Any thread: {"source", "synced", "generation", "xds": {...counters}} for dumps.
+  nlohmann::json status_json() const;
+
+ private:
+  explicit MeshRuntime(const Config& cfg);
+
+  const Config& cfg_;
+  MappingOptions mapping_;
+  std::unique_ptr<MeshProvider> provider_;
+  XdsProvider* xds_ = nullptr;  // provider_ when it is the xDS one
+  std::atomic<bool> synced_{false};
+  std::atomic<uint64_t> generation_{0};
+};
+
+}  // namespace meshgate::ctl::mesh

@@ -1,0 +1,101 @@
+// The file provider: first load at start, reload on in-place writes and on editors' rename-over,
+// an invalid edit keeps the last model (counted), and the fixed file applies again.
+#include "control/mesh/file_provider.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+namespace meshgate::ctl::mesh {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string mesh(const char* addr) {
+  return std::string(R"(
+[[mesh_service]]
+namespace = "ns"
+hostname = "web.ns.svc.cluster.local"
+vips = ["10.96.0.10"]
+ports = [{ service_port = 80, target_port = 8080 }]
+[[workload]]
+uid = "w"
+namespace = "ns"
+addresses = [")") + addr + R"("]
+services = { "ns/web.ns.svc.cluster.local" = [] }
+)";
+}
+
+std::shared_ptr<const MeshModel> wait_update(FileProvider& p, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (auto u = p.take()) return u->model;
+    std::this_thread::sleep_for(5ms);
+  }
+  return nullptr;
+}
+
+std::string address_of(const MeshModel& m) { return m.workloads.at("w").addresses[0].str(); }
+
+TEST(FileProvider, ReloadsOnWritesAndRenamesAndKeepsTheLastGoodModel) {
+  char tmpl[] = "/tmp/mg-file-provider.XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string path = dir + "/mesh.toml";
+  std::ofstream(path) << mesh("10.0.0.1");
+
+  FileProvider p(path);
+  ASSERT_TRUE(p.start().ok());
+  EXPECT_TRUE(p.synced());
+  auto m = wait_update(p, 100ms);  // delivered by start()
+  ASSERT_TRUE(m);
+  EXPECT_EQ(address_of(*m), "10.0.0.1");
+
+  // In-place write.
+  std::ofstream(path, std::ios::trunc) << mesh("10.0.0.2");
+  m = wait_update(p, 2s);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(address_of(*m), "10.0.0.2");
+
+  // An editor writing a new file and renaming it over the old one.
+  std::ofstream(dir + "/.mesh.toml.swp") << mesh("10.0.0.3");
+  std::filesystem::rename(dir + "/.mesh.toml.swp", path);
+  m = wait_update(p, 2s);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(address_of(*m), "10.0.0.3");
+
+  // Invalid: nothing delivered, counted.
+  std::ofstream(path, std::ios::trunc) << mesh("10.0.0.300");
+  EXPECT_FALSE(wait_update(p, 300ms));
+  EXPECT_EQ(p.counters().reload_errors.load(), 1u);
+
+  // Fixed again.
+  std::ofstream(path, std::ios::trunc) << mesh("10.0.0.4");
+  m = wait_update(p, 2s);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(address_of(*m), "10.0.0.4");
+  EXPECT_EQ(p.counters().reloads.load(), 4u);
+  p.stop();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(FileProvider, InvalidFileAtStartIsAnErrorWithItsPosition) {
+  char tmpl[] = "/tmp/mg-file-provider.XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string path = dir + "/mesh.toml";
+  std::ofstream(path) << "[[workload]]\nuid = 7\n";
+  FileProvider p(path);
+  auto r = p.start();
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find(path + ":2:7: workload[0].uid: expected a string, got 7"),
+            std::string::npos)
+      << r.error().message;
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace meshgate::ctl::mesh

@@ -1,0 +1,417 @@
+// The xDS provider against tools/meshserver (in process, over loopback gRPC): initial sync,
+// updates, removals, NACK of one invalid resource with the rest applied, reconnect after a
+// server restart carrying initial_resource_versions, backoff while the server is down, bearer
+// token and clusterid, TLS verified with a CA file.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "control/mesh/mesh_file.h"
+#include "control/mesh/mesh_proto.h"
+#include "control/mesh/xds_provider.h"
+#include "tools/meshserver/mesh_server.h"
+
+namespace meshgate::ctl::mesh {
+namespace {
+
+using tools::MeshServer;
+using tools::MeshServerEvent;
+using Kind = MeshServerEvent::Kind;
+using namespace std::chrono_literals;
+
+constexpr const char* kToken = "token-for-tests";
+constexpr const char* kCluster = "cluster-7";
+
+constexpr const char* kMesh = R"(
+[[mesh_service]]
+namespace = "ns"
+hostname = "web.ns.svc.cluster.local"
+vips = ["10.96.0.10"]
+ports = [{ service_port = 80, target_port = 8080 }]
+[[workload]]
+uid = "c//v1/Pod/ns/a"
+namespace = "ns"
+addresses = ["10.0.0.1"]
+services = { "ns/web.ns.svc.cluster.local" = [] }
+[[workload]]
+uid = "c//v1/Pod/ns/b"
+namespace = "ns"
+addresses = ["10.0.0.2"]
+services = { "ns/web.ns.svc.cluster.local" = [] }
+[[policy]]
+name = "deny-all"
+namespace = "ns"
+action = "deny"
+)";
+
+MeshModel parse(const std::string& text) {
+  auto r = parse_mesh_file(text, "test.toml", {.allow_legacy_tunnel = true});
+  EXPECT_TRUE(r.ok()) << r.error().str();
+  return r.ok() ? *r : MeshModel{};
+}
+
+Workload workload(const std::string& uid, const char* addr, Tunnel t = Tunnel::kNone) {
+  Workload w;
+  w.uid = uid;
+  w.ns = "ns";
+  w.addresses = {*IpAddr::parse(addr)};
+  w.tunnel = t;
+  w.services["ns/web.ns.svc.cluster.local"] = {};
+  return w;
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/mg-xds-test.XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string file(const std::string& name, const std::string& text = "") const {
+    const std::string p = path_ + "/" + name;
+    if (!text.empty()) std::ofstream(p) << text;
+    return p;
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Polls the provider's slot until a model satisfies `pred`; keeps the newest model seen.
+struct ModelWatch {
+  XdsProvider& p;
+  std::shared_ptr<const MeshModel> last;
+  bool wait(const std::function<bool(const MeshModel&)>& pred, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      if (auto u = p.take()) last = u->model;
+      if (last && pred(*last)) return true;
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(5ms);
+    }
+  }
+};
+
+class XdsTest : public testing::Test {
+ protected:
+  MeshServer& serve(const MeshModel& m, int port = 0, tools::MeshServerOptions opt = {}) {
+    opt.listen = "127.0.0.1:" + std::to_string(port);
+    if (opt.token.empty()) opt.token = kToken;
+    if (opt.cluster_id.empty()) opt.cluster_id = kCluster;
+    server_ = std::make_unique<MeshServer>(opt);
+    auto p = server_->start(m);
+    EXPECT_TRUE(p.ok()) << (p.ok() ? "" : p.error().message);
+    port_ = p.ok() ? *p : 0;
+    return *server_;
+  }
+  XdsOptions options() {
+    XdsOptions o;
+    o.address = "127.0.0.1:" + std::to_string(port_);
+    o.tls = false;
+    o.token_file = dir_.file("token", std::string(kToken) + "\n");
+    o.cluster_id = kCluster;
+    o.node_id = "ztunnel~198.51.100.1~gw.istio-system~istio-system.svc.cluster.local";
+    o.node_metadata = {{"NAME", "gw"}, {"NAMESPACE", "istio-system"}};
+    return o;
+  }
+  static bool has(const MeshServer& s, Kind k, const std::string& type = "") {
+    for (const auto& e : s.events()) {
+      if (e.kind == k && (type.empty() || e.type_url == type)) return true;
+    }
+    return false;
+  }
+  static size_t count(const MeshServer& s, Kind k) {
+    size_t n = 0;
+    for (const auto& e : s.events()) n += e.kind == k;
+    return n;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<MeshServer> server_;
+  int port_ = 0;
+};
+
+TEST_F(XdsTest, InitialSyncUpdatesAndRemovals) {
+  MeshModel m = parse(kMesh);
+  MeshServer& server = serve(m);
+  XdsProvider client(options());
+  ASSERT_TRUE(client.start().ok());
+  ModelWatch w{client};
+  ASSERT_TRUE(w.wait([](const MeshModel& x) {
+    return x.workloads.size() == 2 && x.services.size() == 1 && x.policies.size() == 1;
+  }, 5s));
+  EXPECT_EQ(*w.last, m);  // what the file says, through proto and back
+  EXPECT_TRUE(client.synced());
+
+  // The server saw the token, clusterid, node and two wildcard subscriptions without versions.
+  MeshServerEvent ev;
+  ASSERT_TRUE(server.wait_event([](const auto& e) { return e.kind == Kind::kConnect; }, 1000, &ev));
+  EXPECT_EQ(ev.authorization, std::string("Bearer ") + kToken);
+  EXPECT_EQ(ev.cluster_id, kCluster);
+  size_t subscribes = 0;
+  for (const auto& e : server.events()) {
+    if (e.kind != Kind::kSubscribe) continue;
+    ++subscribes;
+    EXPECT_EQ(e.node_id, "ztunnel~198.51.100.1~gw.istio-system~istio-system.svc.cluster.local");
+    EXPECT_EQ(e.node_metadata.at("NAMESPACE"), "istio-system");
+    EXPECT_TRUE(e.initial_versions.empty());
+  }
+  EXPECT_EQ(subscribes, 2u);
+  ASSERT_TRUE(server.wait_event([](const auto& e) {
+    return e.kind == Kind::kAck && e.type_url == kAuthorizationTypeUrl; }, 1000));
+  EXPECT_TRUE(has(server, Kind::kAck, kAddressTypeUrl));
+
+  // Update: b changes, c appears.
+  m.workloads["c//v1/Pod/ns/b"].capacity = 7;
+  m.workloads["c//v1/Pod/ns/c"] = workload("c//v1/Pod/ns/c", "10.0.0.3");
+  server.set_model(m);
+  ASSERT_TRUE(w.wait([](const MeshModel& x) {
+    return x.workloads.size() == 3 && x.workloads.at("c//v1/Pod/ns/b").capacity == 7;
+  }, 5s));
+
+  // Removal: a and the policy go.
+  m.workloads.erase("c//v1/Pod/ns/a");
+  m.policies.clear();
+  server.set_model(m);
+  ASSERT_TRUE(w.wait([](const MeshModel& x) {
+    return !x.workloads.contains("c//v1/Pod/ns/a") && x.policies.empty();
+  }, 5s));
+  EXPECT_EQ(*w.last, m);
+  bool removal_sent = false;
+  for (const auto& e : server.events()) {
+    if (e.kind == Kind::kPush && !e.removed.empty()) removal_sent |= e.removed[0] == "c//v1/Pod/ns/a";
+  }
+  EXPECT_TRUE(removal_sent);
+  const XdsCountersView c = XdsCountersView::of(client.counters());
+  EXPECT_EQ(c.connects, 1u);
+  EXPECT_EQ(c.nacks, 0u);
+  EXPECT_GE(c.acks, 4u);
+  EXPECT_EQ(c.workloads, 2u);
+  EXPECT_EQ(c.services, 1u);
+  EXPECT_EQ(c.authorizations, 0u);
+  EXPECT_TRUE(c.connected);
+  EXPECT_TRUE(c.synced);
+  EXPECT_GT(c.last_sync_unix_ms, 0);
+  EXPECT_EQ(c.to_json()["resources"]["workload"], 2);
+  client.stop();
+}
+
+TEST_F(XdsTest, InvalidResourceIsNackedAndTheRestApplied) {
+  MeshModel m = parse(kMesh);
+  m.workloads["c//v1/Pod/ns/legacy"] = workload("c//v1/Pod/ns/legacy", "10.0.0.9",
+                                                Tunnel::kLegacyIstioMtls);
+  MeshServer& server = serve(m);
+  XdsProvider client(options());
+  ASSERT_TRUE(client.start().ok());
+  ModelWatch w{client};
+  ASSERT_TRUE(w.wait([](const MeshModel& x) { return x.workloads.size() == 2 && !x.policies.empty(); }, 5s));
+  EXPECT_FALSE(w.last->workloads.contains("c//v1/Pod/ns/legacy"));
+  EXPECT_TRUE(w.last->services.contains("ns/web.ns.svc.cluster.local"));
+  MeshServerEvent nack;
+  ASSERT_TRUE(server.wait_event([](const auto& e) { return e.kind == Kind::kNack; }, 2000, &nack));
+  EXPECT_EQ(nack.type_url, kAddressTypeUrl);
+  EXPECT_EQ(nack.error_detail,
+            "c//v1/Pod/ns/legacy: ztunnel does not support sending legacy Istio mTLS");
+  EXPECT_TRUE(client.synced());  // a NACKed response still counts as the first response
+  EXPECT_EQ(client.counters().nacks.load(), 1u);
+  EXPECT_EQ(client.counters().resources_rejected.load(), 1u);
+
+  // Fixing the resource makes it apply (the server re-sends it: new version).
+  m.workloads["c//v1/Pod/ns/legacy"].tunnel = Tunnel::kHbone;
+  server.set_model(m);
+  ASSERT_TRUE(w.wait([](const MeshModel& x) { return x.workloads.contains("c//v1/Pod/ns/legacy"); }, 5s));
+  client.stop();
+}
+
+TEST_F(XdsTest, ServerRestartReconnectsWithInitialVersions) {
+  MeshModel m = parse(kMesh);
+  serve(m);
+  const int port = port_;
+  XdsProvider client(options());
+  ASSERT_TRUE(client.start().ok());
+  ModelWatch w{client};
+  ASSERT_TRUE(w.wait([](const MeshModel& x) { return x.workloads.size() == 2 && !x.policies.empty(); }, 5s));
+  server_->stop();
+
+  // Server 2: b changed, a gone, the rest the same.
+  MeshModel m2 = m;
+  m2.workloads.erase("c//v1/Pod/ns/a");
+  m2.workloads["c//v1/Pod/ns/b"].capacity = 3;
+  MeshServer& server2 = serve(m2, port);
+  ASSERT_EQ(port_, port);
+  ASSERT_TRUE(w.wait([](const MeshModel& x) {
+    return x.workloads.size() == 1 && x.workloads.begin()->second.capacity == 3;
+  }, 5s));
+  EXPECT_EQ(*w.last, m2);
+  MeshServerEvent sub;
+  ASSERT_TRUE(server2.wait_event([](const auto& e) {
+    return e.kind == Kind::kSubscribe && e.type_url == kAddressTypeUrl; }, 2000, &sub));
+  // The client told server 2 what it held: both workloads and the service, with versions.
+  EXPECT_EQ(sub.initial_versions.size(), 3u);
+  EXPECT_TRUE(sub.initial_versions.contains("c//v1/Pod/ns/a"));
+  EXPECT_TRUE(sub.initial_versions.contains("ns/web.ns.svc.cluster.local"));
+  for (const auto& [name, v] : sub.initial_versions) EXPECT_EQ(v.size(), 16u) << name;
+  // Server 2 re-sent only what changed and removed what is gone.
+  MeshServerEvent push;
+  ASSERT_TRUE(server2.wait_event([](const auto& e) {
+    return e.kind == Kind::kPush && e.type_url == kAddressTypeUrl; }, 2000, &push));
+  EXPECT_EQ(push.names, std::vector<std::string>{"c//v1/Pod/ns/b"});
+  EXPECT_EQ(push.removed, std::vector<std::string>{"c//v1/Pod/ns/a"});
+  ASSERT_TRUE(server2.wait_event([](const auto& e) {
+    return e.kind == Kind::kPush && e.type_url == kAuthorizationTypeUrl; }, 2000, &push));
+  EXPECT_TRUE(push.names.empty());  // unchanged policy not re-sent
+  EXPECT_EQ(client.counters().connects.load(), 2u);
+  EXPECT_EQ(client.counters().disconnects.load(), 1u);
+  client.stop();
+}
+
+TEST_F(XdsTest, ServerDownKeepsStateAndBacksOff) {
+  MeshModel m = parse(kMesh);
+  serve(m);
+  const int port = port_;
+  XdsProvider client(options());
+  ASSERT_TRUE(client.start().ok());
+  ModelWatch w{client};
+  ASSERT_TRUE(w.wait([](const MeshModel& x) { return x.workloads.size() == 2; }, 5s));
+  server_->stop();
+  server_.reset();
+  std::this_thread::sleep_for(1500ms);
+  // Nothing new was delivered: the control loop keeps the last model (and snapshot).
+  EXPECT_FALSE(client.take().has_value());
+  EXPECT_TRUE(client.synced());
+  const XdsCountersView c = XdsCountersView::of(client.counters());
+  EXPECT_FALSE(c.connected);
+  EXPECT_EQ(c.disconnects, 1u);
+  // 10, 20, 40, ... ms: about 7 attempts in 1.5 s, not hundreds; the wait keeps doubling.
+  EXPECT_GE(c.connect_failures, 3u);
+  EXPECT_LE(c.connect_failures, 12u);
+  EXPECT_GE(c.backoff_ms, 160u);
+  EXPECT_LE(c.backoff_ms, kXdsMaxBackoffMs);
+  // Back up: the client reconnects on its next attempt and carries its versions.
+  MeshServer& server2 = serve(m, port);
+  ASSERT_TRUE(server2.wait_event([](const auto& e) {
+    return e.kind == Kind::kSubscribe && e.type_url == kAddressTypeUrl; }, 4000));
+  ASSERT_TRUE(server2.wait_event([](const auto& e) { return e.kind == Kind::kAck; }, 2000));
+  EXPECT_EQ(client.counters().connects.load(), 2u);
+  client.stop();
+}
+
+TEST_F(XdsTest, WrongTokenOrClusterIsRejectedAndRetried) {
+  MeshModel m = parse(kMesh);
+  MeshServer& server = serve(m);
+  XdsOptions o = options();
+  o.token_file = dir_.file("bad-token", "not-the-token");
+  XdsProvider client(o);
+  ASSERT_TRUE(client.start().ok());
+  MeshServerEvent rej;
+  ASSERT_TRUE(server.wait_event([](const auto& e) { return e.kind == Kind::kRejected; }, 2000, &rej));
+  EXPECT_EQ(rej.authorization, "Bearer not-the-token");
+  std::this_thread::sleep_for(200ms);
+  EXPECT_GE(count(server, Kind::kRejected), 2u);  // retried with backoff
+  EXPECT_FALSE(client.synced());
+  EXPECT_FALSE(has(server, Kind::kSubscribe));
+  client.stop();
+
+  XdsOptions o2 = options();
+  o2.cluster_id = "other-cluster";
+  XdsProvider client2(o2);
+  ASSERT_TRUE(client2.start().ok());
+  ASSERT_TRUE(server.wait_event([](const auto& e) {
+    return e.kind == Kind::kRejected && e.cluster_id == "other-cluster"; }, 2000));
+  EXPECT_FALSE(client2.synced());
+  client2.stop();
+}
+
+// A throwaway CA and a server certificate for localhost / 127.0.0.1, made with the openssl CLI.
+bool make_certs(const std::string& dir, const std::string& ca_name) {
+  const std::string cmd =
+      "cd " + dir + " && "
+      "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 "
+      "-subj /CN=" + ca_name + " -keyout " + ca_name + ".key -out " + ca_name + ".pem 2>/dev/null && "
+      "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=localhost "
+      "-keyout server.key -out server.csr 2>/dev/null && "
+      "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > san.ext && "
+      "openssl x509 -req -in server.csr -CA " + ca_name + ".pem -CAkey " + ca_name + ".key "
+      "-CAcreateserial -days 1 -extfile san.ext -out server.pem 2>/dev/null";
+  return std::system(cmd.c_str()) == 0;
+}
+
+TEST_F(XdsTest, TlsServerVerifiedWithCaFile) {
+  ASSERT_TRUE(make_certs(dir_.path(), "ca"));
+  TempDir other;
+  ASSERT_TRUE(make_certs(other.path(), "other-ca"));
+  tools::MeshServerOptions so;
+  so.cert_file = dir_.path() + "/server.pem";
+  so.key_file = dir_.path() + "/server.key";
+  MeshServer& server = serve(parse(kMesh), 0, so);
+  XdsOptions o = options();
+  o.tls = true;
+  o.ca_file = dir_.path() + "/ca.pem";
+  XdsProvider client(o);
+  ASSERT_TRUE(client.start().ok());
+  ModelWatch w{client};
+  ASSERT_TRUE(w.wait([](const MeshModel& x) { return x.workloads.size() == 2; }, 5s));
+  EXPECT_TRUE(has(server, Kind::kAck));
+  client.stop();
+
+  // A CA that did not sign the server's certificate: no connection.
+  XdsOptions bad = options();
+  bad.tls = true;
+  bad.ca_file = other.path() + "/other-ca.pem";
+  XdsProvider untrusting(bad);
+  ASSERT_TRUE(untrusting.start().ok());
+  std::this_thread::sleep_for(500ms);
+  EXPECT_FALSE(untrusting.synced());
+  EXPECT_GE(untrusting.counters().connect_failures.load(), 1u);
+  EXPECT_EQ(untrusting.counters().connects.load(), 0u);
+  untrusting.stop();
+}
+
+TEST(XdsBackoffTest, QuickReconnectOnlyForTheSpecsStatuses) {
+  // grpc::StatusCode values: OK 0, CANCELLED 1, UNKNOWN 2, DEADLINE_EXCEEDED 4,
+  // PERMISSION_DENIED 7, UNAVAILABLE 14, UNAUTHENTICATED 16.
+  EXPECT_TRUE(xds_quick_reconnect(0, ""));
+  EXPECT_TRUE(xds_quick_reconnect(1, ""));
+  EXPECT_TRUE(xds_quick_reconnect(2, "stream reset"));
+  EXPECT_TRUE(xds_quick_reconnect(4, ""));
+  EXPECT_TRUE(xds_quick_reconnect(14, "transport is closing"));
+  EXPECT_TRUE(xds_quick_reconnect(14, "Socket closed; received prior goaway: code: NO_ERROR"));
+  EXPECT_FALSE(xds_quick_reconnect(14, "failed to connect to all addresses"));
+  EXPECT_FALSE(xds_quick_reconnect(16, "bad token"));
+  EXPECT_FALSE(xds_quick_reconnect(7, ""));
+}
+
+TEST(XdsOptionsTest, DefaultNodeIdIsZtunnelStyle) {
+  unsetenv("INSTANCE_IP");
+  setenv("POD_NAME", "gw-0", 1);
+  setenv("POD_NAMESPACE", "edge", 1);
+  auto cfg = parse_config(R"(
+[[port]]
+name = "net0"
+device = "net_null0"
+addresses = ["198.51.100.1/24", "2001:db8::1/64"]
+[mesh]
+source = "xds"
+address = "istiod.istio-system.svc:15012"
+cluster_id = "east"
+)", "c.toml");
+  ASSERT_TRUE(cfg.ok()) << cfg.error().str();
+  XdsOptions o = xds_options_from_config(*cfg);
+  EXPECT_EQ(o.node_id, "ztunnel~198.51.100.1~gw-0.edge~edge.svc.cluster.local");
+  EXPECT_EQ(o.node_metadata.at("NAME"), "gw-0");
+  EXPECT_EQ(o.node_metadata.at("NAMESPACE"), "edge");
+  EXPECT_EQ(o.node_metadata.at("INSTANCE_IPS"), "198.51.100.1,2001:db8::1");
+  EXPECT_EQ(o.cluster_id, "east");
+  EXPECT_TRUE(o.tls);
+  unsetenv("POD_NAME");
+  unsetenv("POD_NAMESPACE");
+}
+
+}  // namespace
+}  // namespace meshgate::ctl::mesh
