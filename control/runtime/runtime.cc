@@ -20,6 +20,7 @@
 #include <memory>
 #include <thread>
 
+#include "control/admin/admin.h"
 #include "control/runtime/eal.h"
 #include "control/runtime/ports.h"
 #include "control/snapshot/builder.h"
@@ -31,9 +32,17 @@
 namespace meshgate::ctl {
 namespace {
 
-volatile std::sig_atomic_t g_stop_signal = 0;
+// SIGINT stops at once; SIGTERM drains first (live mode).
+volatile std::sig_atomic_t g_sigint = 0;
+volatile std::sig_atomic_t g_sigterm = 0;
 
-void on_signal(int sig) { g_stop_signal = sig; }
+void on_signal(int sig) {
+  if (sig == SIGINT) {
+    g_sigint = 1;
+  } else {
+    g_sigterm = 1;
+  }
+}
 
 void install_signal_handlers() {
   struct sigaction sa{};
@@ -150,12 +159,28 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
   StatRegistry registry;
   std::vector<WorkerSlot> slots(workers);
   std::vector<const dp::Worker*> views;
+  std::unique_ptr<Admin> admin;
   do {
     if (!pool) {
       log(LogLevel::kError, "mempool_failed", "mbufs=%lu error=\"%s\"", (unsigned long)mbufs,
           rte_strerror(rte_errno));
       rc = kExitRuntime;
       break;
+    }
+    // The admin API runs in live mode only: replays are batch jobs, and parallel replays would
+    // fight over the port. It starts before the ports and the first snapshot, so that /ready
+    // answers 503 rather than "connection refused" while the gateway comes up, and after EAL
+    // init, so that its threads inherit the main lcore's affinity and stay off worker cores.
+    if (!replay && !cfg.admin.listen.empty()) {
+      auto a = Admin::start(cfg, registry, publisher);
+      if (!a) {
+        log(LogLevel::kError, "admin_start_failed", "listen=\"%s\" error=\"%s\"",
+            cfg.admin.listen.c_str(), a.error().message.c_str());
+        rc = kExitRuntime;
+        break;
+      }
+      admin = std::move(a.value());
+      log(LogLevel::kInfo, "admin_listening", "listen=\"%s\"", cfg.admin.listen.c_str());
     }
     auto pr = setup_ports(setups, uint16_t(workers), pool, replay);
     if (!pr) {
@@ -169,13 +194,15 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
       rc = kExitRuntime;
       break;
     }
-    auto snap = build_snapshot(cfg, services_from_config(cfg), ports, registry, 1);
+    std::vector<ServiceSpec> specs = services_from_config(cfg);
+    auto snap = build_snapshot(cfg, specs, ports, registry, 1);
     if (!snap) {
       log(LogLevel::kError, "snapshot_failed", "error=\"%s\"", snap.error().message.c_str());
       rc = kExitRuntime;
       break;
     }
     publisher.publish(*snap);
+    if (admin) admin->set_services(std::move(specs));
     log(LogLevel::kInfo, "snapshot_published", "version=1 services=%zu backends=%zu",
         (*snap)->services.size(), (*snap)->backends.size());
 
@@ -230,18 +257,59 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
     if (replay) log(LogLevel::kInfo, "replay_start", "packets=%lu", (unsigned long)replay_packets);
     for (auto& s : slots) rte_eal_remote_launch(worker_main, s.worker, s.lcore);
     log(LogLevel::kInfo, "workers_started", "workers=%u", workers);
+    if (admin) {
+      std::vector<dp::Worker*> running;
+      for (auto& s : slots) running.push_back(s.worker);
+      admin->start_serving(std::move(running));
+      admin->bridge().mark_snapshot_live();
+    }
 
     // Control loop: 1 ms period; nothing here is on the packet path.
     const bool progress = replay && isatty(STDERR_FILENO);
     auto last_progress = std::chrono::steady_clock::now();
     uint64_t last_rx = 0;
-    bool stopping = false;
+    // Drain (SIGTERM, POST /drain; live only): workers refuse new flows and keep existing ones
+    // until no TCP flow is established or [gateway] drain_timeout_ms passed, then stop. SIGINT,
+    // and SIGTERM during a replay, stop at once.
+    enum class Phase { kRunning, kDraining, kStopping };
+    Phase phase = Phase::kRunning;
+    std::chrono::steady_clock::time_point drain_start, drain_deadline;
+    auto stop_workers = [&] {
+      for (auto& s : slots) s.worker->request_stop();
+      phase = Phase::kStopping;
+    };
     for (;;) {
-      if (g_stop_signal && !stopping) {
-        log(LogLevel::kInfo, "stopping", "signal=%d", int(g_stop_signal));
-        for (auto& s : slots) s.worker->request_stop();
-        stopping = true;
+      const auto now = std::chrono::steady_clock::now();
+      if (phase != Phase::kStopping && (g_sigint || (replay && g_sigterm))) {
+        log(LogLevel::kInfo, "stopping", "signal=%d", g_sigint ? SIGINT : SIGTERM);
+        stop_workers();
       }
+      if (phase == Phase::kRunning && !replay &&
+          (g_sigterm || (admin && admin->bridge().take_drain_request()))) {
+        const StatsTotals t = sum_counters(views);
+        log(LogLevel::kInfo, "drain_start", "trigger=%s established=%lu active=%lu timeout_ms=%u",
+            g_sigterm ? "sigterm" : "admin", (unsigned long)t.flows_established,
+            (unsigned long)t.flows_active, cfg.gateway.drain_timeout_ms);
+        for (auto& s : slots) s.worker->set_draining(true);
+        if (admin) admin->bridge().mark_draining();
+        phase = Phase::kDraining;
+        drain_start = now;
+        drain_deadline = now + std::chrono::milliseconds(cfg.gateway.drain_timeout_ms);
+      }
+      if (phase == Phase::kDraining) {
+        const StatsTotals t = sum_counters(views);
+        if (t.flows_established == 0 || now >= drain_deadline) {
+          log(LogLevel::kInfo, "drain_done",
+              "reason=%s elapsed_ms=%lld established=%lu active=%lu refused=%lu",
+              t.flows_established == 0 ? "no_established_flows" : "timeout",
+              (long long)std::chrono::duration_cast<std::chrono::milliseconds>(now - drain_start)
+                  .count(),
+              (unsigned long)t.flows_established, (unsigned long)t.flows_active,
+              (unsigned long)t.drops[uint32_t(dp::Drop::kDraining)]);
+          stop_workers();
+        }
+      }
+      if (admin) admin->tick(now);
       bool all_done = true;
       for (auto& s : slots) all_done &= s.worker->done();
       if (all_done) break;
@@ -271,6 +339,7 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     rte_eal_mp_wait_lcore();
+    if (admin) admin->stop();
     if (progress) std::fprintf(stderr, "\n");
 
     std::fputs(summary_text(views, registry, publisher.current()).c_str(), stdout);
@@ -290,6 +359,7 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
     }
   } while (false);
 
+  admin.reset();  // before the workers: it may hold their flow-dump requests
   for (auto& s : slots) free_worker(s);
   stop_ports(ports);
   publisher.shutdown();
