@@ -45,6 +45,7 @@ struct IntSpec {
 };
 
 constexpr IntSpec kWorkersSpec{1, kMaxWorkers};
+constexpr IntSpec kDrainTimeoutSpec{0, kMaxDrainTimeoutMs};
 constexpr IntSpec kL4PortSpec{1, 65535};
 // Smaller rings cannot hold one burst per queue with headroom; larger ones only add latency and
 // cache misses. PMDs round to their own limits in rte_eth_dev_adjust_nb_rx_tx_desc().
@@ -89,7 +90,7 @@ using Keys = std::span<const std::string_view>;
 // by name, and a suggestion must be able to cross the two (`[[services]]` -> `service`).
 constexpr std::string_view kRootKeys[] = {"gateway", "port",      "route", "neighbor", "service",
                                           "fullnat", "conntrack", "mesh",  "hbone",    "admin"};
-constexpr std::string_view kGatewayKeys[] = {"workers", "locality"};
+constexpr std::string_view kGatewayKeys[] = {"workers", "locality", "drain_timeout_ms"};
 constexpr std::string_view kPortKeys[] = {"name",           "device",         "addresses", "mac",
                                           "rx_descriptors", "tx_descriptors", "mtu"};
 constexpr std::string_view kRouteKeys[] = {"prefix", "via", "port"};
@@ -598,6 +599,7 @@ void Parser::parse_gateway(const toml::table& t, GatewayConfig& g) {
            "expected \"region/zone/subzone\" (at most three parts), got " + describe(*n));
     }
   }
+  read_int(t, p, "drain_timeout_ms", kDrainTimeoutSpec, g.drain_timeout_ms);
 }
 
 PortConfig Parser::parse_port(const toml::table& t, const std::string& p) {
@@ -882,7 +884,10 @@ class Validator {
     }
   }
 
-  void check_gateway() { check_range("gateway.workers", c_.gateway.workers, kWorkersSpec); }
+  void check_gateway() {
+    check_range("gateway.workers", c_.gateway.workers, kWorkersSpec);
+    check_range("gateway.drain_timeout_ms", c_.gateway.drain_timeout_ms, kDrainTimeoutSpec);
+  }
 
   void check_ports() {
     if (c_.ports.empty()) {

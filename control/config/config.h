@@ -50,6 +50,10 @@ inline constexpr uint32_t kDefaultIcmpS = 30;
 inline constexpr uint16_t kDefaultHbonePort = 15008;  // Istio HBONE
 // GUE's destination port: the one Linux fou/gue examples and most deployments use.
 inline constexpr uint16_t kDefaultGuePort = 6080;
+// Drain on SIGTERM / POST /drain: long enough for short requests to finish, well inside
+// Kubernetes' default 30 s terminationGracePeriodSeconds so a rolling restart stays quick.
+inline constexpr uint32_t kDefaultDrainTimeoutMs = 5000;
+inline constexpr uint32_t kMaxDrainTimeoutMs = 600000;  // 10 min: beyond it, use SIGINT
 
 enum class ForwardMode : uint8_t { kDnat, kFullnat, kDsrIpip, kDsrGue, kProxy };
 const char* forward_mode_name(ForwardMode m);
@@ -79,6 +83,9 @@ struct Locality {
 struct GatewayConfig {
   uint32_t workers = kDefaultWorkers;  // worker lcores; each owns one RX/TX queue per port
   Locality locality;  // this gateway's locality, for mesh services' STRICT / FAILOVER modes
+  // Milliseconds SIGTERM / POST /drain waits for established TCP flows to close (new flows are
+  // refused meanwhile) before the workers stop; 0 stops at once.
+  uint32_t drain_timeout_ms = kDefaultDrainTimeoutMs;
   SourcePos pos;
 };
 

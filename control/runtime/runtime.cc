@@ -22,6 +22,9 @@
 
 #include "control/flowsteer/flowsteer.h"
 #include "control/mesh/mesh_runtime.h"
+#include "control/admin/admin.h"
+#include "control/admin/prometheus.h"
+#include "control/mesh/xds_provider.h"
 #include "control/runtime/eal.h"
 #include "control/runtime/ports.h"
 #include "control/snapshot/builder.h"
@@ -34,9 +37,17 @@
 namespace meshgate::ctl {
 namespace {
 
-volatile std::sig_atomic_t g_stop_signal = 0;
+// SIGINT stops at once; SIGTERM drains first (live mode).
+volatile std::sig_atomic_t g_sigint = 0;
+volatile std::sig_atomic_t g_sigterm = 0;
 
-void on_signal(int sig) { g_stop_signal = sig; }
+void on_signal(int sig) {
+  if (sig == SIGINT) {
+    g_sigint = 1;
+  } else {
+    g_sigterm = 1;
+  }
+}
 
 void install_signal_handlers() {
   struct sigaction sa{};
@@ -162,6 +173,7 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
   std::vector<std::vector<rte_ring*>> handoff(workers, std::vector<rte_ring*>(workers, nullptr));
   std::vector<WorkerSlot> slots(workers);
   std::vector<const dp::Worker*> views;
+  std::unique_ptr<Admin> admin;
   std::unique_ptr<mesh::MeshRuntime> mesh_rt;
   uint64_t version = 0;
   // A new service list -> snapshot -> publish. On failure the running snapshot stays.
@@ -174,6 +186,7 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
     }
     ++version;
     publisher.publish(*snap);
+    if (admin) admin->set_services(services);
     log(LogLevel::kInfo, "snapshot_published", "version=%lu reason=%s services=%zu backends=%zu",
         (unsigned long)version, why, (*snap)->services.size(), (*snap)->backends.size());
     return true;
@@ -184,6 +197,21 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
           rte_strerror(rte_errno));
       rc = kExitRuntime;
       break;
+    }
+    // The admin API runs in live mode only: replays are batch jobs, and parallel replays would
+    // fight over the port. It starts before the ports and the first snapshot, so that /ready
+    // answers 503 rather than "connection refused" while the gateway comes up, and after EAL
+    // init, so that its threads inherit the main lcore's affinity and stay off worker cores.
+    if (!replay && !cfg.admin.listen.empty()) {
+      auto a = Admin::start(cfg, registry, publisher);
+      if (!a) {
+        log(LogLevel::kError, "admin_start_failed", "listen=\"%s\" error=\"%s\"",
+            cfg.admin.listen.c_str(), a.error().message.c_str());
+        rc = kExitRuntime;
+        break;
+      }
+      admin = std::move(a.value());
+      log(LogLevel::kInfo, "admin_listening", "listen=\"%s\"", cfg.admin.listen.c_str());
     }
     auto pr = setup_ports(setups, uint16_t(workers), pool, replay);
     if (!pr) {
@@ -214,11 +242,49 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
         break;
       }
     }
+    if (admin && mesh_rt && mesh_rt->xds_counters()) {
+      // meshgate_xds_*: read on the control thread from the provider's relaxed atomics.
+      admin->add_metrics_source([c = mesh_rt->xds_counters()](PromWriter& w) {
+        const auto v = mesh::XdsCountersView::of(*c);
+        auto counter = [&](const char* name, const char* help, uint64_t value) {
+          w.family(name, MetricType::kCounter, help);
+          w.sample(value);
+        };
+        auto gauge = [&](const char* name, const char* help, uint64_t value) {
+          w.family(name, MetricType::kGauge, help);
+          w.sample(value);
+        };
+        counter("meshgate_xds_connects_total", "xDS streams that got a first response", v.connects);
+        counter("meshgate_xds_connect_failures_total", "xDS attempts that ended before a response",
+                v.connect_failures);
+        counter("meshgate_xds_disconnects_total", "connected xDS streams that ended", v.disconnects);
+        w.family("meshgate_xds_responses_total", MetricType::kCounter, "xDS responses by type");
+        w.sample({{"type", "address"}}, v.responses_address);
+        w.sample({{"type", "authorization"}}, v.responses_authorization);
+        counter("meshgate_xds_acks_total", "responses ACKed", v.acks);
+        counter("meshgate_xds_nacks_total", "responses NACKed (some resources rejected)", v.nacks);
+        counter("meshgate_xds_resources_rejected_total", "resources named in NACKs",
+                v.resources_rejected);
+        counter("meshgate_xds_resources_applied_total", "resources added or updated",
+                v.resources_applied);
+        counter("meshgate_xds_resources_removed_total", "resources removed", v.resources_removed);
+        w.family("meshgate_xds_resources", MetricType::kGauge, "resources held now by kind");
+        w.sample({{"kind", "workload"}}, v.workloads);
+        w.sample({{"kind", "service"}}, v.services);
+        w.sample({{"kind", "authorization"}}, v.authorizations);
+        gauge("meshgate_xds_connected", "1 while an xDS stream is up", v.connected);
+        gauge("meshgate_xds_synced", "1 once every type had a first response", v.synced);
+        gauge("meshgate_xds_backoff_ms", "wait before the next connection attempt", v.backoff_ms);
+        gauge("meshgate_xds_last_sync_unix_ms", "wall-clock time of the last applied response",
+              uint64_t(v.last_sync_unix_ms));
+      });
+    }
     auto poll_mesh = [&]() {
       auto pending = mesh_rt->poll();
       if (!pending) return;
       if (publish_services(pending->services, "mesh")) {
         mesh_rt->published(*pending);
+        if (admin && mesh_rt->synced()) admin->bridge().mark_mesh_synced();
         log(LogLevel::kInfo, "mesh_applied",
             "generation=%lu synced=%s mesh_services=%zu specs=%zu endpoints=%zu policies=%zu",
             (unsigned long)pending->generation, pending->synced ? "true" : "false",
@@ -316,18 +382,59 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
     if (replay) log(LogLevel::kInfo, "replay_start", "packets=%lu", (unsigned long)replay_packets);
     for (auto& s : slots) rte_eal_remote_launch(worker_main, s.worker, s.lcore);
     log(LogLevel::kInfo, "workers_started", "workers=%u", workers);
+    if (admin) {
+      std::vector<dp::Worker*> running;
+      for (auto& s : slots) running.push_back(s.worker);
+      admin->start_serving(std::move(running));
+      admin->bridge().mark_snapshot_live();
+    }
 
     // Control loop: 1 ms period; nothing here is on the packet path.
     const bool progress = replay && isatty(STDERR_FILENO);
     auto last_progress = std::chrono::steady_clock::now();
     uint64_t last_rx = 0;
-    bool stopping = false;
+    // Drain (SIGTERM, POST /drain; live only): workers refuse new flows and keep existing ones
+    // until no TCP flow is established or [gateway] drain_timeout_ms passed, then stop. SIGINT,
+    // and SIGTERM during a replay, stop at once.
+    enum class Phase { kRunning, kDraining, kStopping };
+    Phase phase = Phase::kRunning;
+    std::chrono::steady_clock::time_point drain_start, drain_deadline;
+    auto stop_workers = [&] {
+      for (auto& s : slots) s.worker->request_stop();
+      phase = Phase::kStopping;
+    };
     for (;;) {
-      if (g_stop_signal && !stopping) {
-        log(LogLevel::kInfo, "stopping", "signal=%d", int(g_stop_signal));
-        for (auto& s : slots) s.worker->request_stop();
-        stopping = true;
+      const auto now = std::chrono::steady_clock::now();
+      if (phase != Phase::kStopping && (g_sigint || (replay && g_sigterm))) {
+        log(LogLevel::kInfo, "stopping", "signal=%d", g_sigint ? SIGINT : SIGTERM);
+        stop_workers();
       }
+      if (phase == Phase::kRunning && !replay &&
+          (g_sigterm || (admin && admin->bridge().take_drain_request()))) {
+        const StatsTotals t = sum_counters(views);
+        log(LogLevel::kInfo, "drain_start", "trigger=%s established=%lu active=%lu timeout_ms=%u",
+            g_sigterm ? "sigterm" : "admin", (unsigned long)t.flows_established,
+            (unsigned long)t.flows_active, cfg.gateway.drain_timeout_ms);
+        for (auto& s : slots) s.worker->set_draining(true);
+        if (admin) admin->bridge().mark_draining();
+        phase = Phase::kDraining;
+        drain_start = now;
+        drain_deadline = now + std::chrono::milliseconds(cfg.gateway.drain_timeout_ms);
+      }
+      if (phase == Phase::kDraining) {
+        const StatsTotals t = sum_counters(views);
+        if (t.flows_established == 0 || now >= drain_deadline) {
+          log(LogLevel::kInfo, "drain_done",
+              "reason=%s elapsed_ms=%lld established=%lu active=%lu refused=%lu",
+              t.flows_established == 0 ? "no_established_flows" : "timeout",
+              (long long)std::chrono::duration_cast<std::chrono::milliseconds>(now - drain_start)
+                  .count(),
+              (unsigned long)t.flows_established, (unsigned long)t.flows_active,
+              (unsigned long)t.drops[uint32_t(dp::Drop::kDraining)]);
+          stop_workers();
+        }
+      }
+      if (admin) admin->tick(now);
       bool all_done = true;
       for (auto& s : slots) all_done &= s.worker->done();
       if (all_done) break;
@@ -341,7 +448,7 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
         }
       }
       // A provider that fails keeps the last snapshot forwarding; only new models publish.
-      if (mesh_rt && !stopping) poll_mesh();
+      if (mesh_rt && phase != Phase::kStopping) poll_mesh();
       publisher.reclaim();
       if (progress) {
         const auto now = std::chrono::steady_clock::now();
@@ -360,6 +467,7 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
     }
     rte_eal_mp_wait_lcore();
     if (mesh_rt) mesh_rt->stop();
+    if (admin) admin->stop();
     if (progress) std::fprintf(stderr, "\n");
 
     std::fputs(summary_text(views, registry, publisher.current()).c_str(), stdout);
@@ -383,6 +491,7 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
     }
   } while (false);
 
+  admin.reset();  // before the workers: it may hold their flow-dump requests
   mesh_rt.reset();
   for (auto& s : slots) free_worker(s);
   if (!steering.empty()) teardown_flow_steering(ports);

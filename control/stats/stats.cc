@@ -34,10 +34,22 @@ dp::BackendCounters backend_sum(const std::vector<const dp::Worker*>& workers, u
 
 }  // namespace
 
+dp::BackendCounters backend_totals(const std::vector<const dp::Worker*>& workers,
+                                   uint32_t stat_id) {
+  return backend_sum(workers, stat_id);
+}
+
 StatsTotals sum_counters(const std::vector<const dp::Worker*>& workers) {
+  std::vector<const dp::WorkerCounters*> counters;
+  counters.reserve(workers.size());
+  for (const auto* w : workers) counters.push_back(&w->counters());
+  return sum_counters(counters);
+}
+
+StatsTotals sum_counters(const std::vector<const dp::WorkerCounters*>& counters) {
   StatsTotals t;
-  for (const auto* w : workers) {
-    const dp::WorkerCounters& c = w->counters();
+  for (const auto* cp : counters) {
+    const dp::WorkerCounters& c = *cp;
     using dp::counter_read;
     t.packets_in += counter_read(c.rx_packets);
     t.packets_out += counter_read(c.tx_packets);

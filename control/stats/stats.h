@@ -33,6 +33,10 @@ struct StatsTotals {
 };
 
 StatsTotals sum_counters(const std::vector<const dp::Worker*>& workers);
+StatsTotals sum_counters(const std::vector<const dp::WorkerCounters*>& counters);
+
+// One backend's counters (stat id from the snapshot) summed over workers.
+dp::BackendCounters backend_totals(const std::vector<const dp::Worker*>& workers, uint32_t stat_id);
 
 // The JSON of INTERFACE.md (--stats-json and GET /stats).
 nlohmann::json stats_json(const std::vector<const dp::Worker*>& workers,

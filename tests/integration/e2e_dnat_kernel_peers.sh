@@ -40,6 +40,8 @@ port = 80
   [[service.backend]]
   address = "2001:db8:1::11"
   port = 8080
+[admin]
+listen = "$MG_ADMIN"
 TOML
 "$MG_BIN" --config "$TMP/gw.toml" --check | grep -qx "config ok" || fail "--check"
 start_gateway "$TMP/gw.toml"

@@ -11,6 +11,8 @@ name = "null0"
 device = "net_null_s$ID"
 mac = "02:00:00:00:00:01"
 addresses = ["198.51.100.1/24"]
+[admin]
+listen = "$MG_ADMIN"
 TOML
 for sig in INT TERM; do
   start_gateway "$TMP/gw.toml"

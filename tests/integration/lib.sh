@@ -5,6 +5,9 @@ set -euo pipefail
 MG_BIN=${MG_BIN:?MG_BIN must point at the meshgate binary}
 TMP=$(mktemp -d /tmp/mg-e2e.XXXXXX)
 ID=$(( $$ % 100000 ))
+# Admin API address of this run: a loopback address of its own (all of 127.0.0.0/8 is local),
+# so parallel tests never share one. Every live test config sets [admin] listen to it.
+MG_ADMIN="127.$(( 100 + ID / 65536 )).$(( (ID / 256) % 256 )).$(( ID % 256 )):15000"
 NETNS=()
 LINKS=()
 PIDS=()

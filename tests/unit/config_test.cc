@@ -100,6 +100,7 @@ TEST(ConfigFiles, IngressNodeConfigLoadsWithEveryForwardingMode) {
   ASSERT_TRUE(r.ok()) << r.error().str();
   const Config& c = *r;
   EXPECT_EQ(c.gateway.workers, 4u);
+  EXPECT_EQ(c.gateway.drain_timeout_ms, 10000u);
   ASSERT_EQ(c.ports.size(), 2u);
   EXPECT_EQ(c.ports[0].device, "0000:3b:02.0");
   EXPECT_EQ(c.ports[1].device, "0000:3b:02.1");
@@ -136,6 +137,8 @@ port = 80
 )");
   EXPECT_EQ(c.path, kFile);
   EXPECT_EQ(c.gateway.workers, kDefaultWorkers);
+  EXPECT_EQ(c.gateway.drain_timeout_ms, kDefaultDrainTimeoutMs);
+  EXPECT_EQ(kDefaultDrainTimeoutMs, 5000u);
   ASSERT_EQ(c.ports.size(), 1u);
   const PortConfig& p = c.ports[0];
   EXPECT_FALSE(p.mac.has_value());
@@ -183,6 +186,23 @@ udp = 15
   EXPECT_EQ(c.conntrack.udp, 15u);
   EXPECT_EQ(c.conntrack.tcp_syn, kDefaultTcpSynS);
   EXPECT_EQ(c.conntrack.icmp, kDefaultIcmpS);
+}
+
+TEST(ConfigParse, DrainTimeoutIsStoredInMillisecondsIncludingZeroAndTheMaximum) {
+  for (uint32_t ms : {0u, 250u, 600000u}) {
+    const Config c = parse_ok("[gateway]\ndrain_timeout_ms = " + std::to_string(ms) + "\n" +
+                              std::string(kPort));
+    EXPECT_EQ(c.gateway.drain_timeout_ms, ms);
+    EXPECT_EQ(c.gateway.workers, kDefaultWorkers);
+  }
+}
+
+TEST(ConfigValidate, DrainTimeoutOfAConfigBuiltInCodeIsRangeChecked) {
+  Config c = parse_ok(kPort);
+  c.gateway.drain_timeout_ms = kMaxDrainTimeoutMs + 1;
+  const ConfigErrors e = validate_config(c);
+  ASSERT_EQ(e.errors.size(), 1u) << e.str();
+  EXPECT_EQ(e.errors[0].key, "gateway.drain_timeout_ms");
 }
 
 TEST(ConfigParse, BackendsMayBeAnArrayOfInlineTables) {
@@ -504,6 +524,18 @@ workers = 0
 workers = 65
 )",
      2, 11, "gateway.workers", "expected an integer 1..64, got 65"},
+    {"drain_timeout_above_ten_minutes", R"([gateway]
+drain_timeout_ms = 600001
+)",
+     2, 20, "gateway.drain_timeout_ms", "expected an integer 0..600000, got 600001"},
+    {"drain_timeout_negative", R"([gateway]
+drain_timeout_ms = -1
+)",
+     2, 20, "gateway.drain_timeout_ms", "expected an integer 0..600000, got -1"},
+    {"drain_timeout_in_seconds_as_a_string", R"([gateway]
+drain_timeout_ms = "5s"
+)",
+     2, 20, "gateway.drain_timeout_ms", R"(expected an integer 0..600000, got "5s")"},
     {"backend_port_above_65535", R"([[service]]
 name = "web"
 vip = "203.0.113.10"

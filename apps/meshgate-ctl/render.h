@@ -1,0 +1,36 @@
+// meshgate-ctl's views of admin API answers: plain functions from JSON to aligned text, so
+// they are tested without a gateway. They throw nlohmann::json::exception on an answer that
+// lacks what they need (main reports it as an unexpected answer).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace meshgate::ctl_tool {
+
+// Columns padded to their widest cell; `right[i]` right-aligns column i (numbers).
+class Table {
+ public:
+  Table(std::vector<std::string> header, std::vector<bool> right);
+  void row(std::vector<std::string> cells);
+  std::string str(const std::string& indent = "") const;
+
+ private:
+  std::vector<std::vector<std::string>> rows_;
+  std::vector<bool> right_;
+};
+
+// `ipvsadm -Ln` style: per service its VIP:port, protocol, mode and name, then each backend
+// with weight, health, active flows (counted from `flows`, a GET /flows answer; null when it
+// could not be fetched), packets and flows created. Inputs: GET /config_dump and GET /stats.
+std::string render_services(const nlohmann::json& config, const nlohmann::json& stats,
+                            const nlohmann::json& flows);
+
+// GET /flows as a table, with a line saying when the list is partial.
+std::string render_flows(const nlohmann::json& flows);
+
+// GET /stats: the key counters, non-zero drops, and one line per worker.
+std::string render_stats(const nlohmann::json& stats);
+
+}  // namespace meshgate::ctl_tool

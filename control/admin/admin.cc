@@ -1,0 +1,331 @@
+#include "control/admin/admin.h"
+
+#include <algorithm>
+#include <cctype>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string_view>
+#include <unordered_map>
+
+#include "control/snapshot/builder.h"
+#include "control/stats/stats.h"
+#include "dataplane/conntrack/conntrack.h"
+
+namespace meshgate::ctl {
+namespace {
+
+using nlohmann::json;
+
+const char* protocol_name(uint8_t proto) {
+  switch (proto) {
+    case 1: return "icmp";
+    case 6: return "tcp";
+    case 17: return "udp";
+    case 58: return "icmpv6";
+  }
+  return "other";
+}
+
+// conntrack -L / ipvsadm -Lnc style: TCP flows show their state, others their protocol.
+std::string flow_state(const dp::FlowRecord& r) {
+  if (r.proto == 6) return dp::tcp_state_name(r.state);
+  std::string s = protocol_name(r.proto);
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
+  return s;
+}
+
+// Name of the port whose prefixes hold `a` (how [[route]] / [[neighbor]] pick one by default).
+std::string port_for(const Config& cfg, const std::string& given, const IpAddr& a) {
+  if (!given.empty()) return given;
+  for (const auto& p : cfg.ports) {
+    for (const auto& pre : p.addresses) {
+      if (pre.contains(a)) return p.name;
+    }
+  }
+  return "";
+}
+
+AdminReply json_reply(const json& j) {
+  AdminReply r;
+  r.body = j.dump(2);
+  r.body += '\n';
+  return r;
+}
+
+// Records per worker buffer: what the worker holds now plus room for flows created while it
+// copies, never more than the request's limit.
+uint32_t dump_capacity(uint64_t active, uint32_t limit) {
+  return uint32_t(std::min<uint64_t>(limit, active + active / 8 + 256));
+}
+
+}  // namespace
+
+Admin::Admin(const Config& cfg, const StatRegistry& registry, const SnapshotPublisher& publisher)
+    : cfg_(cfg), registry_(registry), publisher_(publisher) {}
+
+Admin::~Admin() { stop(); }
+
+Result<std::unique_ptr<Admin>> Admin::start(const Config& cfg, const StatRegistry& registry,
+                                            const SnapshotPublisher& publisher) {
+  std::unique_ptr<Admin> a(new Admin(cfg, registry, publisher));
+  a->bridge_.set_mesh_required(cfg.mesh.source != MeshSource::kNone);
+  auto s = AdminServer::start(cfg.admin.listen, a->bridge_);
+  if (!s) return s.error();
+  a->server_ = std::move(s.value());
+  return a;
+}
+
+void Admin::start_serving(std::vector<dp::Worker*> workers) {
+  workers_ = std::move(workers);
+  views_.assign(workers_.begin(), workers_.end());
+  const auto now = Clock::now();
+  for (uint32_t w = 0; w < workers_.size(); ++w) {
+    health_.observe(w, dp::counter_read(workers_[w]->counters().loops), now);
+  }
+  bridge_.start_serving();
+}
+
+void Admin::tick(Clock::time_point now) {
+  if (stopped_) return;
+  for (uint32_t w = 0; w < workers_.size(); ++w) {
+    health_.observe(w, dp::counter_read(workers_[w]->counters().loops), now);
+  }
+  for (auto& q : bridge_.take()) {
+    if (q->kind == QueryKind::kFlows) {
+      FlowJob job;
+      job.query = std::move(q);
+      flow_jobs_.push_back(std::move(job));
+      continue;
+    }
+    q->promise.set_value(answer(q->kind));
+  }
+  // Flow dumps one at a time: a worker holds one request at a time.
+  while (!flow_jobs_.empty()) {
+    FlowJob& job = flow_jobs_.front();
+    if (!job.started) start_flow_job(job, now);
+    if (!advance_flow_job(job, now)) break;
+    flow_jobs_.pop_front();
+  }
+  reap_orphans();
+}
+
+void Admin::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  bridge_.close();
+  for (auto& job : flow_jobs_) {
+    job.query->promise.set_value(text_reply(503, "meshgate is shutting down"));
+  }
+  flow_jobs_.clear();
+  if (server_) server_->stop();
+  // The workers have stopped: nobody writes into these buffers any more.
+  orphans_.clear();
+}
+
+AdminReply Admin::answer(QueryKind kind) {
+  switch (kind) {
+    case QueryKind::kHealth: {
+      const WorkerHealth::Status st = health_.check(Clock::now());
+      return text_reply(st.healthy ? 200 : 503, st.text);
+    }
+    case QueryKind::kStats:
+      return json_reply(stats_json(views_, registry_, publisher_.current()));
+    case QueryKind::kMetrics: {
+      AdminReply r;
+      r.content_type = kPrometheusContentType;
+      r.body = metrics_text();
+      return r;
+    }
+    case QueryKind::kConfigDump: {
+      AdminReply r;
+      r.body = config_dump();
+      return r;
+    }
+    case QueryKind::kFlows: break;  // served by flow jobs
+  }
+  return text_reply(500, "unknown query");
+}
+
+std::string Admin::metrics_text() {
+  MetricsInput in;
+  for (const dp::Worker* w : views_) in.workers.push_back(&w->counters());
+  const dp::Snapshot* snap = publisher_.current();
+  if (snap) {
+    in.snapshot_version = snap->version;
+    std::set<uint32_t> seen;  // stat id 0 (overflow) may be shared: one sample per id
+    for (const dp::SnapService& s : snap->services) {
+      for (uint32_t b = 0; b < s.n_backends; ++b) {
+        const dp::SnapBackend& be = snap->backends[s.first_backend + b];
+        if (!seen.insert(be.stat_id).second) continue;
+        const dp::BackendCounters c = backend_totals(views_, be.stat_id);
+        const StatRegistry::Name& n = registry_.names()[be.stat_id];
+        in.backends.push_back({be.stat_id ? s.name : n.service, n.backend, c.packets, c.bytes,
+                               c.flows});
+      }
+    }
+  }
+  in.ready = bridge_.readiness().ready;
+  in.draining = bridge_.draining();
+  PromWriter w;
+  write_core_metrics(in, w);
+  for (const MetricsSource& src : metrics_sources_) src(w);
+  return w.text();
+}
+
+std::string Admin::config_dump() {
+  const dp::Snapshot* snap = publisher_.current();
+  json j;
+  j["snapshot_version"] = snap ? snap->version : 0;
+  // The lookup table size is decided by the builder; names are unique among services.
+  std::unordered_map<std::string_view, uint32_t> table_sizes;
+  if (snap) {
+    for (const dp::SnapService& ss : snap->services) table_sizes[ss.name] = ss.table_size;
+  }
+  json services = json::array();
+  for (const ServiceSpec& s : services_) {
+    const auto ts = table_sizes.find(s.name);
+    const uint32_t table_size = ts == table_sizes.end() ? 0 : ts->second;
+    json eps = json::array();
+    for (const EndpointSpec& e : s.endpoints) {
+      eps.push_back({{"address", e.address.str()},
+                     {"port", e.port},
+                     {"weight", e.weight},
+                     {"health", e.healthy ? "healthy" : "unhealthy"},
+                     {"tunnel_protocol", e.tunnel == TunnelProtocol::kHbone ? "hbone" : "none"},
+                     {"identity", e.identity},
+                     {"uid", e.uid}});
+    }
+    services.push_back({{"name", s.name},
+                        {"vip", s.vip.str()},
+                        {"port", s.port},
+                        {"protocol", s.protocol == L4Proto::kTcp ? "tcp" : "udp"},
+                        {"mode", forward_mode_name(s.mode)},
+                        {"table_size", table_size},
+                        {"source", s.source},
+                        {"endpoints", eps}});
+  }
+  j["services"] = services;
+  json ports = json::array();
+  json locals = json::array();
+  for (const PortConfig& p : cfg_.ports) {
+    json addrs = json::array();
+    for (const IpPrefix& a : p.addresses) {
+      addrs.push_back(a.str());
+      locals.push_back({{"address", a.addr.str()}, {"prefix", a.str()}, {"port", p.name}});
+    }
+    ports.push_back({{"name", p.name}, {"device", p.device}, {"addresses", addrs}, {"mtu", p.mtu}});
+  }
+  j["ports"] = ports;
+  j["local_addresses"] = locals;
+  json fullnat = json::array();
+  for (const IpAddr& a : cfg_.fullnat.local_addresses) fullnat.push_back(a.str());
+  j["fullnat_local_addresses"] = fullnat;
+  json routes = json::array();
+  for (const RouteConfig& r : cfg_.routes) {
+    routes.push_back(
+        {{"prefix", r.prefix.str()}, {"via", r.via.str()}, {"port", port_for(cfg_, r.port, r.via)}});
+  }
+  j["routes"] = routes;
+  json neighbors = json::array();
+  for (const NeighborConfig& n : cfg_.neighbors) {
+    neighbors.push_back({{"address", n.address.str()},
+                         {"mac", n.mac.str()},
+                         {"port", port_for(cfg_, n.port, n.address)}});
+  }
+  j["neighbors"] = neighbors;
+  // Filled by the policy and certificate issues.
+  j["policies"] = json::array();
+  j["certificates"] = json::array();
+  return j.dump(2) + "\n";
+}
+
+void Admin::start_flow_job(FlowJob& job, Clock::time_point now) {
+  job.started = true;
+  job.deadline = now + kFlowDumpWait;
+  const uint32_t limit = job.query->limit;
+  for (uint32_t w = 0; w < workers_.size(); ++w) {
+    auto d = std::make_unique<WorkerDump>();
+    d->worker = w;
+    dp::Worker* worker = workers_[w];
+    const uint32_t cap =
+        dump_capacity(dp::counter_read(worker->counters().flows_active), limit);
+    d->records.resize(cap);
+    d->req.records = d->records.data();
+    d->req.max = cap;
+    if (worker->done()) {
+      worker->dump_flows_stopped(&d->req);  // legal once the worker no longer runs
+      d->answered = true;
+    } else if (cap == 0) {
+      d->answered = true;
+    } else {
+      // False when an earlier, abandoned dump is still pending on that worker: it then
+      // counts as not answered.
+      d->posted = worker->post_flow_dump(&d->req);
+    }
+    job.dumps.push_back(std::move(d));
+  }
+}
+
+bool Admin::advance_flow_job(FlowJob& job, Clock::time_point now) {
+  bool all = true;
+  for (auto& d : job.dumps) {
+    if (d->posted && !d->answered && d->req.done.load(std::memory_order_acquire)) {
+      d->answered = true;
+    }
+    all &= d->answered;
+  }
+  if (!all && now < job.deadline) return false;
+  job.query->promise.set_value(AdminReply{200, "application/json", flows_json(job)});
+  for (auto& d : job.dumps) {
+    if (d->posted && !d->answered) orphans_.push_back(std::move(d));
+  }
+  return true;
+}
+
+std::string Admin::flows_json(const FlowJob& job) {
+  const uint32_t limit = job.query->limit;
+  const auto& names = registry_.names();
+  json flows = json::array();
+  bool truncated = false;
+  uint32_t answered = 0;
+  for (const auto& d : job.dumps) {
+    if (!d->answered) continue;
+    ++answered;
+    const dp::FlowDumpRequest& r = d->req;
+    if (r.max > 0 && r.count == r.max) truncated = true;  // the worker may hold more
+    for (uint32_t i = 0; i < r.count; ++i) {
+      if (flows.size() >= limit) {
+        truncated = true;
+        break;
+      }
+      const dp::FlowRecord& f = d->records[i];
+      const bool named = f.stat_id != 0 && f.stat_id < names.size();
+      flows.push_back({{"worker", f.worker},
+                       {"protocol", protocol_name(f.proto)},
+                       {"client", endpoint_str(f.client, f.client_port)},
+                       {"vip", endpoint_str(f.vip, f.vip_port)},
+                       {"backend", endpoint_str(f.backend, f.backend_port)},
+                       {"service", named ? names[f.stat_id].service : ""},
+                       {"state", flow_state(f)},
+                       {"expires_in_ms", f.expires_in_ms}});
+    }
+  }
+  json j;
+  j["count"] = flows.size();
+  j["limit"] = limit;
+  j["truncated"] = truncated;
+  j["workers"] = job.dumps.size();
+  j["workers_answered"] = answered;
+  // False when a worker did not copy its flows within the wait: the list misses its flows.
+  j["complete"] = answered == job.dumps.size();
+  j["flows"] = flows;
+  return j.dump(2) + "\n";
+}
+
+void Admin::reap_orphans() {
+  std::erase_if(orphans_, [this](const std::unique_ptr<WorkerDump>& d) {
+    return d->req.done.load(std::memory_order_acquire) || workers_[d->worker]->done();
+  });
+}
+
+}  // namespace meshgate::ctl

@@ -1,0 +1,106 @@
+// The admin API as the runtime drives it: the HTTP server (server.h), the bridge its handlers
+// post to (bridge.h), and the control-thread half that answers them each control-loop tick:
+// stats, metrics, config dump, worker health and flow dumps.
+//
+// Threads: every method here runs on the control thread, except bridge() whose own methods say
+// which thread may call them. Answers are built on the control thread only, so they may read
+// the current snapshot, the stat registry and worker counters, and post flow-dump requests to
+// workers (never reading a worker's flows directly).
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "control/admin/bridge.h"
+#include "control/admin/health.h"
+#include "control/admin/prometheus.h"
+#include "control/admin/server.h"
+#include "control/common/result.h"
+#include "control/config/config.h"
+#include "control/snapshot/model.h"
+#include "control/snapshot/publisher.h"
+#include "control/snapshot/stat_registry.h"
+#include "dataplane/worker/flow_dump.h"
+#include "dataplane/worker/worker.h"
+
+namespace meshgate::ctl {
+
+// How long GET /flows waits for the workers before answering with what arrived.
+inline constexpr std::chrono::milliseconds kFlowDumpWait{1000};
+
+class Admin {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Binds [admin] listen and starts the HTTP threads. Until start_serving(), queries other than
+  // /ready answer 503 (starting). `cfg`, `registry` and `publisher` must outlive the Admin.
+  static Result<std::unique_ptr<Admin>> start(const Config& cfg, const StatRegistry& registry,
+                                              const SnapshotPublisher& publisher);
+  ~Admin();
+  Admin(const Admin&) = delete;
+  Admin& operator=(const Admin&) = delete;
+
+  AdminBridge& bridge() { return bridge_; }
+  uint16_t port() const { return server_->port(); }
+
+  // The ServiceSpecs the snapshot just published was built from (GET /config_dump keeps this
+  // control-side copy, so the dataplane structs carry only what workers need). Call after every
+  // publish.
+  void set_services(std::vector<ServiceSpec> specs) { services_ = std::move(specs); }
+  // Other control modules' metric families (the mesh provider's meshgate_xds_*).
+  void add_metrics_source(MetricsSource fn) { metrics_sources_.push_back(std::move(fn)); }
+  // The launched workers, index = worker number; the control loop answers queries from now on.
+  void start_serving(std::vector<dp::Worker*> workers);
+
+  // One control-loop tick: worker health, queued queries, flow dumps in progress.
+  void tick(Clock::time_point now);
+
+  // Answers what is pending with 503, stops the HTTP threads and frees flow-dump buffers. Call
+  // once the workers have stopped (a worker may still hold an unfinished dump request before).
+  void stop();
+
+ private:
+  struct WorkerDump {
+    dp::FlowDumpRequest req;
+    std::vector<dp::FlowRecord> records;
+    uint32_t worker = 0;
+    bool posted = false;  // the worker owns `req` until req.done
+    bool answered = false;
+  };
+  struct FlowJob {
+    std::shared_ptr<Query> query;
+    bool started = false;
+    Clock::time_point deadline{};
+    std::vector<std::unique_ptr<WorkerDump>> dumps;
+  };
+
+  Admin(const Config& cfg, const StatRegistry& registry, const SnapshotPublisher& publisher);
+  AdminReply answer(QueryKind kind);
+  std::string metrics_text();
+  std::string config_dump();
+  void start_flow_job(FlowJob& job, Clock::time_point now);
+  // True when the job is answered.
+  bool advance_flow_job(FlowJob& job, Clock::time_point now);
+  std::string flows_json(const FlowJob& job);
+  void reap_orphans();
+
+  const Config& cfg_;
+  const StatRegistry& registry_;
+  const SnapshotPublisher& publisher_;
+  AdminBridge bridge_;
+  std::unique_ptr<AdminServer> server_;
+  std::vector<dp::Worker*> workers_;
+  std::vector<const dp::Worker*> views_;
+  std::vector<ServiceSpec> services_;
+  std::vector<MetricsSource> metrics_sources_;
+  WorkerHealth health_;
+  std::deque<FlowJob> flow_jobs_;
+  // Dumps whose worker did not finish before the job was answered: kept until it does.
+  std::vector<std::unique_ptr<WorkerDump>> orphans_;
+  bool stopped_ = false;
+};
+
+}  // namespace meshgate::ctl

@@ -1,0 +1,234 @@
+// The admin HTTP server and its bridge to the control loop, over real HTTP on 127.0.0.1 with a
+// stand-in control loop: /ready from flags (503 before the snapshot is live, without a mesh
+// sync, while draining), queries answered on the loop's thread, 503 while the loop does not
+// serve, POST /drain, /flows?limit validation, one gateway per address. Also the /healthz
+// bookkeeping with made-up clocks.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "control/admin/bridge.h"
+#include "control/admin/health.h"
+#include "control/admin/server.h"
+
+namespace meshgate::ctl {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A control loop on its own thread: answers every query with "<kind> limit=<n> from loop".
+class FakeLoop {
+ public:
+  explicit FakeLoop(AdminBridge& b) : b_(b), t_([this] { run(); }) {}
+  ~FakeLoop() {
+    stop_ = true;
+    t_.join();
+  }
+  std::thread::id id() const { return t_.get_id(); }
+  std::atomic<std::thread::id> answered_on{};
+
+ private:
+  void run() {
+    while (!stop_) {
+      for (auto& q : b_.take()) {
+        answered_on = std::this_thread::get_id();
+        q->promise.set_value(
+            text_reply(200, "kind=" + std::to_string(int(q->kind)) + " limit=" + std::to_string(q->limit)));
+      }
+      std::this_thread::sleep_for(1ms);
+    }
+  }
+  AdminBridge& b_;
+  std::atomic<bool> stop_{false};
+  std::thread t_;
+};
+
+class AdminServerTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    auto s = AdminServer::start("127.0.0.1:0", bridge_);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    server_ = std::move(s.value());
+    ASSERT_NE(server_->port(), 0);
+    cli_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
+    cli_->set_read_timeout(10, 0);
+  }
+  void TearDown() override {
+    bridge_.close();
+    if (server_) server_->stop();
+  }
+  int status(const char* path) {
+    auto r = cli_->Get(path);
+    return r ? r->status : -1;
+  }
+  std::string body(const char* path) {
+    auto r = cli_->Get(path);
+    return r ? r->body : "";
+  }
+
+  AdminBridge bridge_;
+  std::unique_ptr<AdminServer> server_;
+  std::unique_ptr<httplib::Client> cli_;
+};
+
+TEST_F(AdminServerTest, ReadyIs503UntilTheFirstSnapshotIsLiveThen200) {
+  EXPECT_EQ(status("/ready"), 503);
+  EXPECT_NE(body("/ready").find("no snapshot"), std::string::npos);
+  bridge_.mark_snapshot_live();
+  EXPECT_EQ(status("/ready"), 200);
+}
+
+TEST_F(AdminServerTest, ReadyWaitsForTheFirstMeshSyncWhenAMeshSourceIsConfigured) {
+  bridge_.set_mesh_required(true);
+  bridge_.mark_snapshot_live();
+  EXPECT_EQ(status("/ready"), 503);
+  EXPECT_NE(body("/ready").find("mesh"), std::string::npos);
+  bridge_.mark_mesh_synced();
+  EXPECT_EQ(status("/ready"), 200);
+}
+
+TEST_F(AdminServerTest, ReadyIs503WhileDraining) {
+  bridge_.mark_snapshot_live();
+  bridge_.mark_draining();
+  EXPECT_EQ(status("/ready"), 503);
+  EXPECT_NE(body("/ready").find("draining"), std::string::npos);
+}
+
+TEST_F(AdminServerTest, QueriesAnswer503BeforeTheControlLoopServes) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const char* p : {"/healthz", "/stats", "/metrics", "/config_dump", "/flows"}) {
+    EXPECT_EQ(status(p), 503) << p;
+    EXPECT_NE(body(p).find("starting"), std::string::npos) << p;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s) << "must not wait for a loop that is not there";
+}
+
+TEST_F(AdminServerTest, QueriesAreAnsweredOnTheControlLoopThread) {
+  FakeLoop loop(bridge_);
+  bridge_.start_serving();
+  EXPECT_EQ(body("/stats"), "kind=" + std::to_string(int(QueryKind::kStats)) + " limit=0\n");
+  EXPECT_EQ(loop.answered_on.load(), loop.id());
+  EXPECT_EQ(body("/metrics"), "kind=" + std::to_string(int(QueryKind::kMetrics)) + " limit=0\n");
+  EXPECT_EQ(body("/healthz"), "kind=" + std::to_string(int(QueryKind::kHealth)) + " limit=0\n");
+  EXPECT_EQ(body("/config_dump"),
+            "kind=" + std::to_string(int(QueryKind::kConfigDump)) + " limit=0\n");
+}
+
+TEST_F(AdminServerTest, FlowsLimitDefaultsTo100AndIsValidated) {
+  FakeLoop loop(bridge_);
+  bridge_.start_serving();
+  const std::string kind = "kind=" + std::to_string(int(QueryKind::kFlows));
+  EXPECT_EQ(body("/flows"), kind + " limit=100\n");
+  EXPECT_EQ(body("/flows?limit=100000"), kind + " limit=100000\n");
+  EXPECT_EQ(body("/flows?limit=7"), kind + " limit=7\n");
+  for (const char* bad : {"/flows?limit=0", "/flows?limit=100001", "/flows?limit=ten",
+                          "/flows?limit=-1", "/flows?limit=5x", "/flows?limit="}) {
+    EXPECT_EQ(status(bad), 400) << bad;
+  }
+  EXPECT_NE(body("/flows?limit=0").find("1..100000"), std::string::npos);
+}
+
+TEST_F(AdminServerTest, PostDrainRequestsADrainOnceAndGetIsRefused) {
+  EXPECT_FALSE(bridge_.take_drain_request());
+  auto r = cli_->Post("/drain");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_TRUE(bridge_.take_drain_request());
+  EXPECT_FALSE(bridge_.take_drain_request()) << "one request, one drain";
+  EXPECT_EQ(status("/drain"), 405);
+  EXPECT_FALSE(bridge_.take_drain_request());
+}
+
+TEST_F(AdminServerTest, UnknownPathsAre404AndTheIndexListsEndpoints) {
+  EXPECT_EQ(status("/nope"), 404);
+  const std::string index = body("/");
+  for (const char* p : {"/ready", "/healthz", "/stats", "/metrics", "/config_dump", "/flows", "/drain"}) {
+    EXPECT_NE(index.find(p), std::string::npos) << p;
+  }
+}
+
+TEST_F(AdminServerTest, ASecondServerCannotBindTheSameAddress) {
+  // httplib's default SO_REUSEPORT would let two gateways share a port and split requests.
+  AdminBridge other;
+  auto s = AdminServer::start("127.0.0.1:" + std::to_string(server_->port()), other);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("cannot bind"), std::string::npos) << s.error().message;
+}
+
+TEST(AdminServerStart, RejectsAnAddressWithoutPort) {
+  AdminBridge b;
+  auto s = AdminServer::start("127.0.0.1", b);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("host:port"), std::string::npos);
+}
+
+TEST(AdminBridge, AQueryTheLoopDoesNotAnswerTimesOutWith503) {
+  AdminBridge b;
+  b.start_serving();
+  const AdminReply r = b.ask(QueryKind::kStats, 0, 50ms);
+  EXPECT_EQ(r.status, 503);
+  EXPECT_NE(r.body.find("did not answer"), std::string::npos);
+  // The loop answers late: the abandoned query is still safe to fulfil.
+  for (auto& q : b.take()) q->promise.set_value(text_reply(200, "late"));
+}
+
+TEST(AdminBridge, CloseAnswersQueuedQueriesWith503AndRefusesNewOnes) {
+  AdminBridge b;
+  b.start_serving();
+  AdminReply r;
+  std::thread asker([&] { r = b.ask(QueryKind::kMetrics, 0, 10s); });
+  std::this_thread::sleep_for(50ms);
+  const auto t0 = std::chrono::steady_clock::now();
+  b.close();
+  asker.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  EXPECT_EQ(r.status, 503);
+  EXPECT_NE(r.body.find("shutting down"), std::string::npos);
+  EXPECT_EQ(b.ask(QueryKind::kStats, 0, 10s).status, 503);
+}
+
+// ---- /healthz bookkeeping ----
+
+using Clock = WorkerHealth::Clock;
+
+TEST(WorkerHealth, WorkersWhoseLoopCountersAdvanceAreHealthy) {
+  WorkerHealth h;
+  const Clock::time_point t0{};
+  h.observe(0, 10, t0);
+  h.observe(1, 20, t0);
+  h.observe(0, 11, t0 + 900ms);
+  h.observe(1, 25, t0 + 900ms);
+  const auto st = h.check(t0 + 1500ms);
+  EXPECT_TRUE(st.healthy) << st.text;
+  EXPECT_EQ(st.text.rfind("ok\n", 0), 0u) << st.text;
+}
+
+TEST(WorkerHealth, AWorkerStuckForASecondIsNamedInTheBody) {
+  WorkerHealth h;
+  const Clock::time_point t0{};
+  h.observe(0, 10, t0);
+  h.observe(1, 20, t0);
+  for (auto t = t0; t <= t0 + 1200ms; t += 100ms) {
+    h.observe(0, 10 + (t - t0).count(), t);  // advances
+    h.observe(1, 20, t);                      // stuck
+  }
+  const auto st = h.check(t0 + 1200ms);
+  EXPECT_FALSE(st.healthy);
+  EXPECT_NE(st.text.find("worker 1 stuck: loop counter 20 unchanged for 1200 ms"), std::string::npos)
+      << st.text;
+  EXPECT_EQ(st.text.find("worker 0 stuck"), std::string::npos) << st.text;
+  // It recovers as soon as its counter moves again.
+  h.observe(1, 21, t0 + 1300ms);
+  EXPECT_TRUE(h.check(t0 + 1300ms).healthy);
+}
+
+TEST(WorkerHealth, NoWorkerIsUnhealthy) {
+  WorkerHealth h;
+  EXPECT_FALSE(h.check(Clock::now()).healthy);
+}
+
+}  // namespace
+}  // namespace meshgate::ctl
