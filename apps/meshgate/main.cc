@@ -83,6 +83,7 @@ int main(int argc, char** argv) {
   }
   set_log_level(level);
   opt.log_level = level;
+  opt.eal_args = std::move(eal_args);
   if (!opt.pcap_out.empty() && opt.pcap_in.empty()) {
     std::fprintf(stderr, "meshgate: --pcap-out needs --pcap-in\n");
     return kExitUsage;

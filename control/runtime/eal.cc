@@ -25,19 +25,23 @@ bool is_pci_address(const std::string& d) {
 }
 
 uint32_t estimate_memory_mb(const Config& cfg, uint32_t workers, uint32_t mbufs) {
-  constexpr uint64_t kMbufBytes = 2048 + 128 + 128 + 64;  // data room, headroom, header, slack
+  // An mbuf object in its mempool: 128-byte header, 2176-byte buffer (2048 + headroom), the
+  // mempool's per-object header and trailer. Without hugepages the memory is 4 KiB pages whose
+  // IOVAs need not be contiguous, so no object may cross a page: each takes a page of its own.
+  // Plus its share of the pool's ring and per-lcore caches.
+  constexpr uint64_t kMbufBytes = 4096 + 64;
   uint64_t bytes = uint64_t(mbufs) * kMbufBytes;
   const uint32_t per_worker_flows = std::max<uint32_t>(1024, cfg.conntrack.max_flows / workers);
   bytes += uint64_t(workers) * dp::FlowTable::memory_bytes(per_worker_flows);
   bytes += uint64_t(workers) * dp::kMaxBackendStats * sizeof(dp::BackendCounters);
-  bytes += uint64_t(workers) * (1u << 20);  // neighbor cache, pending queue, rings
-  // Snapshots (LPM tables, two alive during a swap) and EAL's own needs.
-  bytes += 192ull << 20;
-  // A mesh source rebuilds snapshots while running: the live one, the one being built and one
-  // retired until its grace period ends. Each holds an rte_lpm and an rte_lpm6 whose tbl24s are
-  // 2^24 x 4 bytes (64 MiB) apiece.
+  bytes += uint64_t(workers) * (4u << 20);  // neighbor cache, fragment table, pending, rings
+  // Each snapshot holds an rte_lpm and an rte_lpm6 whose tbl24s are 2^24 x 4 bytes (64 MiB)
+  // apiece, each one contiguous. One is alive with a static config; a mesh source rebuilds
+  // while running: the live one, the one being built and one retired until its grace period.
   constexpr uint64_t kSnapshotLpmBytes = 132ull << 20;
-  if (cfg.mesh.source != MeshSource::kNone) bytes += 2 * kSnapshotLpmBytes;
+  bytes += (cfg.mesh.source != MeshSource::kNone ? 3 : 1) * kSnapshotLpmBytes;
+  // The EAL's own structures, the address table (4 MiB), handoff rings, snapshot vectors.
+  bytes += 96ull << 20;
   return uint32_t((bytes + (1u << 20) - 1) >> 20);
 }
 

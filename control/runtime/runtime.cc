@@ -146,14 +146,31 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
   uint64_t mbufs = 0;
   for (const auto& p : cfg.ports) mbufs += uint64_t(workers) * (p.rx_descriptors + p.tx_descriptors);
   mbufs += uint64_t(workers) * (4 * dp::kBurst + dp::PendingQueue::kCapacity + kMbufCache) + 4096;
+  // net_pcap with infinite_rx copies its whole file into the RX pool at start: make room.
+  for (const auto& st : setups) {
+    const std::string& d = st.device;
+    if (d.rfind("net_pcap", 0) != 0 || d.find("infinite_rx=1") == std::string::npos) continue;
+    const auto at = d.find("rx_pcap=");
+    if (at == std::string::npos) continue;
+    const std::string path = d.substr(at + 8, d.find(',', at) - (at + 8));
+    if (auto n = count_pcap_packets(path)) mbufs += *n;
+  }
 
   EalPlan plan = plan_eal(cfg, workers, uint32_t(mbufs), opt.eal_args, opt.log_level);
   if (auto r = init_eal(plan); !r) {
     log(LogLevel::kError, "eal_init_failed", "error=\"%s\"", r.error().message.c_str());
     return kExitRuntime;
   }
-  log(LogLevel::kInfo, "eal_ready", "hugepages=%s memory_mb=%u lcores=%u workers=%u",
-      plan.hugepages ? "yes" : "no", plan.memory_mb, rte_lcore_count(), workers);
+  // What the EAL really has (user arguments after `--` replace the plan's).
+  uint64_t heap_bytes = 0;
+  for (unsigned sock = 0; sock < RTE_MAX_NUMA_NODES; ++sock) {
+    rte_malloc_socket_stats st{};
+    if (rte_malloc_get_socket_stats(int(sock), &st) == 0) heap_bytes += st.heap_totalsz_bytes;
+  }
+  log(LogLevel::kInfo, "eal_ready",
+      "eal_args=%s hugepages=%s memory_mb=%lu estimated_mb=%u lcores=%u workers=%u",
+      opt.eal_args.empty() ? "default" : "user", plan.hugepages ? "yes" : "no",
+      (unsigned long)(heap_bytes >> 20), plan.memory_mb, rte_lcore_count(), workers);
   if (rte_lcore_count() < workers + 1) {
     log(LogLevel::kError, "not_enough_lcores", "lcores=%u needed=%u", rte_lcore_count(), workers + 1);
     rte_eal_cleanup();

@@ -28,4 +28,14 @@ for sig in INT TERM; do
     || fail "a worker did not poll its queue"
   rm -f "$TMP/stats.json"
 done
+# EAL arguments after `--` replace meshgate's defaults: the EAL gets exactly this memory.
+"$MG_BIN" --config "$TMP/gw.toml" --stats-json "$TMP/stats.json" --workers 1 -- --no-huge -m 345 \
+  --no-pci --no-shconf --no-telemetry --file-prefix "mge2e-eal-$ID" --lcores 0@0,1@0 \
+  --log-level=warning >"$TMP/eal.log" 2>&1 &
+PIDS+=($!)
+wait_for 20 grep -q "event=workers_started" "$TMP/eal.log" || fail "gateway with EAL args did not start"
+grep -q "event=eal_ready eal_args=user hugepages=no memory_mb=345 " "$TMP/eal.log" \
+  || fail "EAL arguments were not applied: $(grep eal_ready "$TMP/eal.log")"
+kill -INT "${PIDS[-1]}"
+wait "${PIDS[-1]}" || fail "gateway with EAL args did not exit 0"
 echo "PASS"
