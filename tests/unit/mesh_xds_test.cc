@@ -321,8 +321,12 @@ TEST_F(XdsTest, WrongTokenOrClusterIsRejectedAndRetried) {
   MeshServerEvent rej;
   ASSERT_TRUE(server.wait_event([](const auto& e) { return e.kind == Kind::kRejected; }, 2000, &rej));
   EXPECT_EQ(rej.authorization, "Bearer not-the-token");
-  std::this_thread::sleep_for(200ms);
-  EXPECT_GE(count(server, Kind::kRejected), 2u);  // retried with backoff
+  // Retried with backoff: wait for the second attempt (longer on a loaded machine).
+  const auto t0 = std::chrono::steady_clock::now();
+  while (count(server, Kind::kRejected) < 2 && std::chrono::steady_clock::now() - t0 < 10s) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_GE(count(server, Kind::kRejected), 2u);
   EXPECT_FALSE(client.synced());
   EXPECT_FALSE(has(server, Kind::kSubscribe));
   client.stop();
@@ -366,7 +370,8 @@ TEST_F(XdsTest, TlsServerVerifiedWithCaFile) {
   ASSERT_TRUE(client.start().ok());
   ModelWatch w{client};
   ASSERT_TRUE(w.wait([](const MeshModel& x) { return x.workloads.size() == 2; }, 5s));
-  EXPECT_TRUE(has(server, Kind::kAck));
+  // The ACK follows the model being applied: wait for it at the server.
+  EXPECT_TRUE(server.wait_event([](const auto& e) { return e.kind == Kind::kAck; }, 5000));
   client.stop();
 
   // A CA that did not sign the server's certificate: no connection.
@@ -375,7 +380,12 @@ TEST_F(XdsTest, TlsServerVerifiedWithCaFile) {
   bad.ca_file = other.path() + "/other-ca.pem";
   XdsProvider untrusting(bad);
   ASSERT_TRUE(untrusting.start().ok());
-  std::this_thread::sleep_for(500ms);
+  // Wait for a failed attempt (a loaded machine takes longer than an idle one).
+  const auto t0 = std::chrono::steady_clock::now();
+  while (untrusting.counters().connect_failures.load() < 1 &&
+         std::chrono::steady_clock::now() - t0 < 10s) {
+    std::this_thread::sleep_for(10ms);
+  }
   EXPECT_FALSE(untrusting.synced());
   EXPECT_GE(untrusting.counters().connect_failures.load(), 1u);
   EXPECT_EQ(untrusting.counters().connects.load(), 0u);
