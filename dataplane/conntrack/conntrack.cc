@@ -406,13 +406,17 @@ void FlowTable::touch(Flow* f, FlowDir dir, uint8_t flags, uint32_t now_ms) {
     }
     if (s != f->state) set_state(f, s);
   }
+  const uint32_t old_expire = f->expire_ms;
   f->expire_ms = now_ms + timeout_ms(*f);
-  // Filed for a later tick than the new expiry (the timeout got shorter): file it again now.
-  const uint32_t idx = index_of(f);
-  if (wheel_slot_[idx] != kNoSlot && wheel_slot_[idx] != kWheelSlots &&
-      int32_t(tick_of(f->expire_ms) - wheel_filed_[idx]) < 0) {
-    wheel_unlink(idx);
-    wheel_insert(idx);
+  // A shorter timeout than before (TIME_WAIT, a reset) may leave the flow filed for a later
+  // tick: file it again. The common case, an extension, touches only the entry.
+  if (MG_UNLIKELY(int32_t(f->expire_ms - old_expire) < 0)) {
+    const uint32_t idx = index_of(f);
+    if (wheel_slot_[idx] != kNoSlot && wheel_slot_[idx] != kWheelSlots &&
+        int32_t(tick_of(f->expire_ms) - wheel_filed_[idx]) < 0) {
+      wheel_unlink(idx);
+      wheel_insert(idx);
+    }
   }
 }
 

@@ -79,6 +79,7 @@ Worker::~Worker() {
   rte_free(neighbors_);
   rte_free(pending_);
   rte_free(frags_);
+  rte_free(nh_cache_);
 }
 
 bool Worker::init(const WorkerParams& p) {
@@ -90,7 +91,9 @@ bool Worker::init(const WorkerParams& p) {
   void* nmem = rte_zmalloc_socket("mg_neigh", sizeof(NeighborCache), 64, p_.socket);
   void* pmem = rte_zmalloc_socket("mg_pending", sizeof(PendingQueue), 64, p_.socket);
   void* fmem = rte_zmalloc_socket("mg_frags", sizeof(FragTable), 64, p_.socket);
-  if (!backend_counters_ || !nmem || !pmem || !fmem) {
+  nh_cache_ = static_cast<NhCacheEntry*>(
+      rte_zmalloc_socket("mg_nh_cache", sizeof(NhCacheEntry) * kNhCacheSize, 64, p_.socket));
+  if (!backend_counters_ || !nmem || !pmem || !fmem || !nh_cache_) {
     rte_free(nmem);
     rte_free(pmem);
     rte_free(fmem);
@@ -293,9 +296,9 @@ void Worker::process_burst(uint16_t in_port, rte_mbuf** pkts, uint16_t n) {
   stage_parse(in_port, pkts, n);
   stage_classify(pkts, n);
   if (in_port != kFromHandoff) stage_l2(in_port, pkts, n);
-  // Services before the flow lookup of everything else: a reply in the same burst as the
-  // packet that creates its flow (a replayed capture) must find that flow.
-  stage_service(pkts, n);
+  // Flows are looked up and created in burst order: a reply in the same burst as the packet
+  // that creates its flow (a replayed capture) finds that flow.
+  stage_flow(pkts, n);
   stage_lookup(pkts, n);
   stage_icmp_error(pkts, n);
   stage_local(pkts, n);
@@ -361,14 +364,12 @@ void Worker::stage_classify(rte_mbuf** pkts, uint16_t n) {
       hash_[i] = FlowTable::hash(Tuple{m.src, m.dst, m.sport, m.dport, m.l4_proto});
       flows_.prefetch_buckets(hash_[i]);
     }
-    next_[i] = l4 && service_of(snap_, m) ? kNextService : kNextLookup;
+    next_[i] = l4 ? kNextFlow : kNextLookup;
   }
   // Second phase: the buckets have had the rest of the burst to arrive; prefetch the flows
   // whose signatures match.
   for (uint16_t i = 0; i < n; ++i) {
-    if ((next_[i] == kNextService || next_[i] == kNextLookup) && trackable(meta_[i])) {
-      flows_.prefetch_flows(hash_[i]);
-    }
+    if (next_[i] == kNextFlow) flows_.prefetch_flows(hash_[i]);
   }
 }
 
@@ -524,12 +525,50 @@ void Worker::handle_ndp(uint16_t in_port, rte_mbuf* mb, uint16_t i) {
 
 // ---- services ----------------------------------------------------------------------------
 
-void Worker::stage_service(rte_mbuf** pkts, uint16_t n) {
+void Worker::stage_flow(rte_mbuf** pkts, uint16_t n) {
   const uint32_t now_ms = now_ms_of(now_ns_);
   for (uint16_t i = 0; i < n; ++i) {
-    if (next_[i] != kNextService) continue;
+    if (next_[i] != kNextFlow) continue;
     const PacketMeta& m = meta_[i];
     rte_mbuf* mb = pkts[i];
+    const Tuple t{m.src, m.dst, m.sport, m.dport, m.l4_proto};
+    const uint32_t h = hash_[i];
+    FlowDir dir;
+    Flow* f = flows_.lookup(t, h, now_ms, &dir);
+    if (f) {
+      // Established traffic: the flow says everything; no service lookup.
+      if (m.ttl <= 1) {
+        send_icmp_error(mb, m, i, m.l3 == L3::kIpv4 ? kIcmpTimeExceeded : kIcmp6TimeExceeded,
+                        0, 0);
+        next_[i] = kNextDrop;
+        drop_[i] = Drop::kTtlExceeded;
+      } else if (snap_->reset_flows_of(f->stat_id)) {
+        flows_.remove(f);
+        next_[i] = kNextDrop;
+        drop_[i] = Drop::kBackendRemoved;
+      } else if (dir == FlowDir::kReply) {
+        flow_[i] = f;
+        next_[i] = kNextReply;
+        if (m.is_fragment()) {
+          frags_->remember(t.src, t.dst, t.proto, m.ip_id, flows_.index_of(f), f->created_ms,
+                           uint8_t(FlowDir::kReply), now_ms);
+        }
+      } else {
+        // (A tracked flow keeps going after its service left the snapshot.)
+        forward_flow(mb, i, f);
+        if (m.is_fragment()) {
+          // Keyed by the addresses as they arrived (`m` now holds the translated ones).
+          frags_->remember(t.src, t.dst, t.proto, m.ip_id, flows_.index_of(f), f->created_ms,
+                           uint8_t(FlowDir::kOriginal), now_ms);
+        }
+      }
+      continue;
+    }
+    const SnapService* svc = service_of(snap_, m);
+    if (!svc) {
+      next_[i] = kNextMiss;
+      continue;
+    }
     if (m.ttl <= 1) {
       send_icmp_error(mb, m, i, m.l3 == L3::kIpv4 ? kIcmpTimeExceeded : kIcmp6TimeExceeded, 0,
                       0);
@@ -537,73 +576,57 @@ void Worker::stage_service(rte_mbuf** pkts, uint16_t n) {
       drop_[i] = Drop::kTtlExceeded;
       continue;
     }
-    const Tuple t{m.src, m.dst, m.sport, m.dport, m.l4_proto};
-    const uint32_t h = hash_[i];
-    FlowDir dir;
-    Flow* f = flows_.lookup(t, h, now_ms, &dir);
-    if (f && snap_->reset_flows_of(f->stat_id)) {
-      flows_.remove(f);
+    if (draining_.load(std::memory_order_relaxed)) {
       next_[i] = kNextDrop;
-      drop_[i] = Drop::kBackendRemoved;
+      drop_[i] = Drop::kDraining;
       continue;
     }
-    if (f) {
-      forward_flow(mb, i, f);
-    } else {
-      if (draining_.load(std::memory_order_relaxed)) {
+    const uint32_t bi =
+        svc->table_size ? lb_lookup(&snap_->lb_slots[svc->table_offset], svc->table_size, h)
+                        : kNoBackend;
+    if (bi == kNoBackend) {
+      next_[i] = kNextDrop;
+      drop_[i] = Drop::kNoBackend;
+      continue;
+    }
+    const SnapBackend& be = snap_->backends[svc->first_backend + bi];
+    const bool echo = m.l4_proto == kProtoIcmp || m.l4_proto == kProtoIcmp6;
+    FlowTarget to;
+    to.backend = be.address;
+    // An echo keeps its identifier toward the backend (fullnat picks a new one below).
+    to.backend_port = echo ? m.sport : be.port_be;
+    to.vip_id = svc->vip_id;
+    to.stat_id = be.stat_id < kMaxBackendStats ? be.stat_id : 0;
+    to.mode = svc->mode;
+    if (to.mode == Mode::kFullnat) {
+      Drop why;
+      if (!pick_fullnat(be.address, to.backend_port, m.l4_proto, h, &to, &why)) {
         next_[i] = kNextDrop;
-        drop_[i] = Drop::kDraining;
+        drop_[i] = why;
         continue;
-      }
-      const SnapService* svc = service_of(snap_, m);
-      const uint32_t bi =
-          svc->table_size ? lb_lookup(&snap_->lb_slots[svc->table_offset], svc->table_size, h)
-                          : kNoBackend;
-      if (bi == kNoBackend) {
-        next_[i] = kNextDrop;
-        drop_[i] = Drop::kNoBackend;
-        continue;
-      }
-      const SnapBackend& be = snap_->backends[svc->first_backend + bi];
-      const bool echo = m.l4_proto == kProtoIcmp || m.l4_proto == kProtoIcmp6;
-      FlowTarget to;
-      to.backend = be.address;
-      // An echo keeps its identifier toward the backend (fullnat picks a new one below).
-      to.backend_port = echo ? m.sport : be.port_be;
-      to.vip_id = svc->vip_id;
-      to.stat_id = be.stat_id < kMaxBackendStats ? be.stat_id : 0;
-      to.mode = svc->mode;
-      if (to.mode == Mode::kFullnat) {
-        Drop why;
-        if (!pick_fullnat(be.address, to.backend_port, m.l4_proto, h, &to, &why)) {
-          next_[i] = kNextDrop;
-          drop_[i] = why;
-          continue;
-        }
-      }
-      f = flows_.insert(t, to, now_ms);
-      if (f) {
-        counter_add(backend_counters_[to.stat_id].flows, 1);
-        counter_add(counters_.flows_created, 1);
-        forward_flow(mb, i, f);
-      } else if (to.mode == Mode::kFullnat) {
-        // Without an entry a fullnat reply could not be translated back.
-        next_[i] = kNextDrop;
-        drop_[i] = Drop::kFlowTableFull;
-        continue;
-      } else {
-        // Table full: the packet still goes to the backend Maglev picks, the one it would have
-        // had (stateless forwarding, like Katran).
-        counter_add(counters_.stateless_packets, 1);
-        if (is_dsr(to.mode)) {
-          egress_[i].gue = to.mode == Mode::kDsrGue;
-          egress_[i].gue_port_be = svc->gue_port_be;
-        }
-        forward(mb, i, to, h);
       }
     }
+    f = flows_.insert(t, to, now_ms);
+    if (f) {
+      counter_add(backend_counters_[to.stat_id].flows, 1);
+      counter_add(counters_.flows_created, 1);
+      forward_flow(mb, i, f);
+    } else if (to.mode == Mode::kFullnat) {
+      // Without an entry a fullnat reply could not be translated back.
+      next_[i] = kNextDrop;
+      drop_[i] = Drop::kFlowTableFull;
+      continue;
+    } else {
+      // Table full: the packet still goes to the backend Maglev picks, the one it would have
+      // had (stateless forwarding, like Katran).
+      counter_add(counters_.stateless_packets, 1);
+      if (is_dsr(to.mode)) {
+        egress_[i].gue = to.mode == Mode::kDsrGue;
+        egress_[i].gue_port_be = svc->gue_port_be;
+      }
+      forward(mb, i, to, h);
+    }
     if (f && m.is_fragment()) {
-      // Keyed by the addresses as they arrived (`m` now holds the translated ones).
       frags_->remember(t.src, t.dst, t.proto, m.ip_id, flows_.index_of(f), f->created_ms,
                        uint8_t(FlowDir::kOriginal), now_ms);
     }
@@ -620,14 +643,18 @@ void Worker::forward_flow(rte_mbuf* mb, uint16_t i, Flow* f) {
   to.mode = f->mode;
   to.local_id = f->local_id;
   to.local_port = f->local_port;
+  uint32_t flow_hash = 0;
   if (is_dsr(f->mode)) {
     const SnapService* svc = service_of(snap_, m);
     egress_[i].gue = f->mode == Mode::kDsrGue;
     // The GUE port of the service as it is now; a service gone from the snapshot keeps the
     // default so its flows still reach their backend.
     egress_[i].gue_port_be = svc ? svc->gue_port_be : uint16_t(htons(6080));
+    // Only the tunnel needs the flow hash (outer source port, flow label). A later fragment
+    // has no ports to hash: the flow's own tuple gives the same value as its first packet.
+    flow_hash = FlowTable::hash(flows_.original_tuple(*f));
   }
-  forward(mb, i, to, FlowTable::hash(Tuple{m.src, m.dst, m.sport, m.dport, m.l4_proto}));
+  forward(mb, i, to, flow_hash);
 }
 
 void Worker::forward(rte_mbuf* mb, uint16_t i, const FlowTarget& to, uint32_t flow_hash) {
@@ -756,12 +783,10 @@ Drop Worker::follow_fragment(rte_mbuf* mb, uint16_t i) {
 }
 
 void Worker::stage_lookup(rte_mbuf** pkts, uint16_t n) {
-  const uint32_t now_ms = now_ms_of(now_ns_);
   for (uint16_t i = 0; i < n; ++i) {
-    if (next_[i] != kNextLookup) continue;
+    if (next_[i] != kNextLookup && next_[i] != kNextMiss) continue;
     const PacketMeta& m = meta_[i];
-    const bool l4 = trackable(m);
-    if (m.is_fragment() && !m.has_l4()) {
+    if (next_[i] == kNextLookup && m.is_fragment() && !m.has_l4()) {
       const Drop d = follow_fragment(pkts[i], i);
       if (d != Drop::kNone) {
         next_[i] = kNextDrop;
@@ -772,35 +797,10 @@ void Worker::stage_lookup(rte_mbuf** pkts, uint16_t n) {
       }
       continue;
     }
-    if (l4) {
-      const Tuple t{m.src, m.dst, m.sport, m.dport, m.l4_proto};
-      FlowDir dir;
-      Flow* f = flows_.lookup(t, hash_[i], now_ms, &dir);
-      if (f) {
-        if (m.ttl <= 1) {
-          send_icmp_error(pkts[i], m, i,
-                          m.l3 == L3::kIpv4 ? kIcmpTimeExceeded : kIcmp6TimeExceeded, 0, 0);
-          next_[i] = kNextDrop;
-          drop_[i] = Drop::kTtlExceeded;
-        } else if (snap_->reset_flows_of(f->stat_id)) {
-          flows_.remove(f);
-          next_[i] = kNextDrop;
-          drop_[i] = Drop::kBackendRemoved;
-        } else if (dir == FlowDir::kReply) {
-          flow_[i] = f;
-          next_[i] = kNextReply;
-          if (m.is_fragment()) {
-            frags_->remember(m.src, m.dst, m.l4_proto, m.ip_id,
-                             flows_.index_of(f), f->created_ms,
-                             uint8_t(FlowDir::kReply), now_ms);
-          }
-        } else {
-          // A tracked flow keeps going after its service left the snapshot.
-          forward_flow(pkts[i], i, f);
-        }
-        continue;
-      }
-      // Echo requests never belong to another worker's flow: they start flows or get answered.
+    if (next_[i] == kNextMiss) {
+      // No flow here: another worker's (replies hash independently of their flow's first
+      // packet), or none. Echo requests never belong to another worker's flow: they start
+      // flows or get answered.
       const int target = is_echo_request(m) ? -1
                                             : handoff_target(m.src, m.sport, m.dst, m.dport,
                                                              m.l4_proto, visited_[i]);
@@ -1037,20 +1037,38 @@ int Worker::egress_port(const IpAddr& a) const {
   return snap_->next_hops[nh_idx].port_index;
 }
 
+uint32_t Worker::nh_slot(const IpAddr& a) {
+  uint64_t w[2];
+  std::memcpy(w, a.b, 16);
+  return uint32_t(((w[0] ^ w[1]) * 0x9e3779b97f4a7c15ull) >> 54) & (kNhCacheSize - 1);
+}
+
 Worker::Next Worker::route_one(rte_mbuf* mb, PacketMeta& m, const Egress& eg, uint16_t i,
                                uint16_t* out_port, IpAddr* nh_out, Drop* why) {
   const IpAddr& dst = eg.encap ? eg.tunnel_dst : m.dst;
-  uint32_t nh_idx = 0;
-  const int rc = dst.is_v4() ? rte_lpm_lookup(snap_->lpm4, dst.v4_host(), &nh_idx)
-                             : rte_lpm6_lookup(snap_->lpm6, dst.b, &nh_idx);
-  if (rc != 0 || nh_idx >= snap_->next_hops.size()) {
-    *why = Drop::kNoRoute;
-    return kNextDrop;
+  // Most packets go to a few backends and routers: a small cache of next hops saves the LPM
+  // lookup and the neighbor hashing per packet.
+  NhCacheEntry& ce = nh_cache_[nh_slot(dst)];
+  const bool cached = ce.snap_version == snap_->version && ce.neigh_gen == neigh_gen_ &&
+                      ce.dst == dst;
+  uint16_t port_index;
+  const NextHop* nh = nullptr;
+  if (cached) {
+    port_index = ce.port;
+  } else {
+    uint32_t nh_idx = 0;
+    const int rc = dst.is_v4() ? rte_lpm_lookup(snap_->lpm4, dst.v4_host(), &nh_idx)
+                               : rte_lpm6_lookup(snap_->lpm6, dst.b, &nh_idx);
+    if (rc != 0 || nh_idx >= snap_->next_hops.size()) {
+      *why = Drop::kNoRoute;
+      return kNextDrop;
+    }
+    nh = &snap_->next_hops[nh_idx];
+    port_index = nh->port_index;
   }
-  const NextHop& nh = snap_->next_hops[nh_idx];
   const bool v4 = m.l3 == L3::kIpv4;
   const uint32_t overhead = eg.encap ? encap_overhead(v4, eg.gue) : 0;
-  const uint32_t mtu = p_.ports[nh.port_index].mtu;
+  const uint32_t mtu = p_.ports[port_index].mtu;
   if (m.ip_len + overhead > mtu) {
     // RFC 1191 / RFC 8201: tell the sender the size that fits, unless it allowed fragmenting
     // (IPv4 without DF), which the gateway does not do.
@@ -1068,7 +1086,7 @@ Worker::Next Worker::route_one(rte_mbuf* mb, PacketMeta& m, const Egress& eg, ui
   if (eg.decrement_ttl) decrement_ttl(data, &m);
   if (eg.encap) {
     // The outer source is the gateway's address on the port toward the backend.
-    const IpPrefix* from = source_for(nh.port_index, eg.tunnel_dst);
+    const IpPrefix* from = source_for(port_index, eg.tunnel_dst);
     if (!from) {
       *why = Drop::kNoRoute;
       return kNextDrop;
@@ -1088,12 +1106,22 @@ Worker::Next Worker::route_one(rte_mbuf* mb, PacketMeta& m, const Egress& eg, ui
     m.src = src;
     data = front;
   }
-  const IpAddr& nh_ip = nh.on_link ? dst : nh.gateway;
-  *out_port = nh.port_index;
+  *out_port = port_index;
+  if (cached) {
+    std::memcpy(data, ce.mac.b.data(), 6);
+    std::memcpy(data + 6, p_.ports[port_index].mac.b.data(), 6);
+    return kNextTx;
+  }
+  const IpAddr& nh_ip = nh->on_link ? dst : nh->gateway;
   MacAddr mac;
-  if (resolve(nh_ip, nh.port_index, &mac)) {
+  if (resolve(nh_ip, port_index, &mac)) {
     std::memcpy(data, mac.b.data(), 6);
-    std::memcpy(data + 6, p_.ports[nh.port_index].mac.b.data(), 6);
+    std::memcpy(data + 6, p_.ports[port_index].mac.b.data(), 6);
+    ce.dst = dst;
+    ce.snap_version = snap_->version;
+    ce.neigh_gen = neigh_gen_;
+    ce.port = port_index;
+    ce.mac = mac;
     return kNextTx;
   }
   *nh_out = nh_ip;
@@ -1203,6 +1231,7 @@ void Worker::solicit(NeighborCache::Entry* e, uint16_t port_index) {
 
 void Worker::learn(const IpAddr& a, const MacAddr& mac, uint16_t port_index, bool from_wire) {
   if (!neighbors_->learn(a, mac, port_index)) return;
+  ++neigh_gen_;  // cached next hops may name the old MAC
   counter_add(counters_.neighbors_learned, 1);
   if (from_wire && p_.neighbor_out) {
     NeighborUpdate u{a, mac, port_index};

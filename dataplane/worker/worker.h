@@ -1,6 +1,6 @@
 // A worker lcore: the run-to-completion poll loop. For each port it owns one RX and one TX
 // queue; each burst goes through the stages
-//   parse -> classify -> l2 (ARP/NDP) -> service -> lookup -> icmp_error -> local -> reply
+//   parse -> classify -> l2 (ARP/NDP) -> flow -> lookup -> icmp_error -> local -> reply
 //   -> route -> dispatch
 // every stage with the same burst signature, writing each packet's next step (STYLE.md rule 2).
 // Then packets handed over by other workers, timers, neighbor updates, an RCU quiescent state.
@@ -126,9 +126,10 @@ class Worker {
     kNextArp,
     kNextNdp,
     kNextIcmpError, // an ICMP error, translated through the flow it quotes
-    kNextLookup,    // not a service: a flow's reply, a later fragment, local, or nothing
+    kNextFlow,      // TCP/UDP/echo: looked up in conntrack, then a service may start a flow
+    kNextMiss,      // a tracked protocol without a flow here: another worker's, local or nothing
+    kNextLookup,    // not tracked: a later fragment, local, or nothing
     kNextLocal,     // to a local address, VIP or fullnat address without a flow
-    kNextService,   // to a service VIP:port
     kNextReply,     // reply of a tracked flow
     kNextRoute,     // ready for route + neighbor + L2 rewrite
     kNextTx,        // out_[i] says which port
@@ -156,7 +157,7 @@ class Worker {
   void stage_parse(uint16_t in_port, rte_mbuf** pkts, uint16_t n);
   void stage_classify(rte_mbuf** pkts, uint16_t n);
   void stage_l2(uint16_t in_port, rte_mbuf** pkts, uint16_t n);
-  void stage_service(rte_mbuf** pkts, uint16_t n);
+  void stage_flow(rte_mbuf** pkts, uint16_t n);
   void stage_lookup(rte_mbuf** pkts, uint16_t n);
   void stage_icmp_error(rte_mbuf** pkts, uint16_t n);
   void stage_local(rte_mbuf** pkts, uint16_t n);
@@ -214,8 +215,22 @@ class Worker {
   int egress_port(const IpAddr& a) const;
   bool is_local_like(const IpAddr& a) const;
 
+  // Next hops of recent destinations: LPM + neighbor results, valid for one snapshot version
+  // and one generation of the learned-neighbor cache (bumped when a learned MAC changes).
+  struct NhCacheEntry {
+    IpAddr dst;
+    uint64_t snap_version = 0;
+    uint32_t neigh_gen = 0;
+    uint16_t port = 0;
+    MacAddr mac;
+  };
+  static constexpr uint32_t kNhCacheSize = 1024;
+  static uint32_t nh_slot(const IpAddr& a);
+
   WorkerParams p_;
   WorkerCounters counters_;
+  NhCacheEntry* nh_cache_ = nullptr;
+  uint32_t neigh_gen_ = 1;
   BackendCounters* backend_counters_ = nullptr;
   FlowTable flows_;
   FragTable* frags_ = nullptr;
