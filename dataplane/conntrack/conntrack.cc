@@ -40,7 +40,7 @@ uint32_t embryo_count(uint32_t max_flows) {
   return n;
 }
 
-uint32_t alt_bucket(uint32_t h) { return uint32_t(fmix64(h) >> 32); }
+uint32_t alt_bucket(uint32_t h) { return FlowTable::alt_hash(h); }
 uint32_t tick_of(uint32_t ms) { return ms >> FlowTable::kTickShift; }
 
 constexpr uint32_t kNoSlot = 0xffff;
@@ -115,21 +115,6 @@ uint32_t FlowTable::hash(const Tuple& t) {
   return lb_flow_hash(t.src, t.dst, t.sport, t.dport, t.proto);
 }
 
-void FlowTable::prefetch_buckets(uint32_t h) const {
-  rte_prefetch0(&buckets_[h & bucket_mask_]);
-  rte_prefetch0(&buckets_[alt_bucket(h) & bucket_mask_]);
-}
-
-void FlowTable::prefetch_flows(uint32_t h) const {
-  const uint32_t b[2] = {h & bucket_mask_, alt_bucket(h) & bucket_mask_};
-  for (uint32_t k = 0; k < 2; ++k) {
-    const Bucket& bk = buckets_[b[k]];
-    for (uint32_t j = 0; j < kBucketEntries; ++j) {
-      if (bk.sig[j] == h && bk.ref[j] != kEmpty) rte_prefetch0(&flows_[bk.ref[j] >> 1]);
-    }
-  }
-}
-
 Tuple FlowTable::original_tuple(const Flow& f) const {
   return Tuple{f.client, vip(f), f.client_port, f.vip_port, f.proto};
 }
@@ -139,17 +124,6 @@ Tuple FlowTable::reply_tuple(const Flow& f) const {
     return Tuple{f.backend, local(f), f.backend_port, f.local_port, f.proto};
   }
   return Tuple{f.backend, f.client, f.backend_port, f.client_port, f.proto};
-}
-
-bool FlowTable::matches(const Flow& f, FlowDir dir, const Tuple& t) const {
-  if (f.proto != t.proto) return false;
-  if (dir == FlowDir::kOriginal) {
-    return f.client_port == t.sport && f.vip_port == t.dport && f.client == t.src &&
-           vip(f) == t.dst;
-  }
-  if (f.backend_port != t.sport || !(f.backend == t.src)) return false;
-  if (f.mode == Mode::kFullnat) return f.local_port == t.dport && local(f) == t.dst;
-  return f.client_port == t.dport && f.client == t.dst;
 }
 
 bool FlowTable::embryonic(const Flow& f) const {
@@ -170,27 +144,6 @@ uint32_t FlowTable::timeout_ms(const Flow& f) const {
     case TcpState::kClose: return timeouts_.tcp_close_ms;
   }
   return timeouts_.other_ms;
-}
-
-Flow* FlowTable::lookup(const Tuple& t, uint32_t h, uint32_t now_ms, FlowDir* dir) {
-  const uint32_t b[2] = {h & bucket_mask_, alt_bucket(h) & bucket_mask_};
-  for (uint32_t k = 0; k < 2; ++k) {
-    const Bucket& bk = buckets_[b[k]];
-    for (uint32_t j = 0; j < kBucketEntries; ++j) {
-      if (bk.sig[j] != h || bk.ref[j] == kEmpty) continue;
-      Flow& f = flows_[bk.ref[j] >> 1];
-      const auto d = FlowDir(bk.ref[j] & 1);
-      if (!matches(f, d, t)) continue;
-      if (int32_t(f.expire_ms - now_ms) <= 0) {
-        remove(&f);
-        ++stats_.expired;
-        return nullptr;
-      }
-      *dir = d;
-      return &f;
-    }
-  }
-  return nullptr;
 }
 
 bool FlowTable::reply_in_use(const Tuple& t, uint32_t h) const {

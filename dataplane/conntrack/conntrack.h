@@ -13,8 +13,15 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include <rte_prefetch.h>
 
 #include "dataplane/common/compiler.h"
+#include "dataplane/common/hash.h"
 #include "dataplane/common/net_types.h"
 #include "dataplane/snapshot/addr_table.h"
 #include "dataplane/snapshot/snapshot.h"
@@ -121,13 +128,58 @@ class FlowTable {
   void destroy();
 
   static uint32_t hash(const Tuple& t);
+  // A key's second candidate bucket follows from its hash alone (cuckoo moves need that).
+  static uint32_t alt_hash(uint32_t h) { return uint32_t(fmix64(h) >> 32); }
+
   // Bulk lookups: prefetch both candidate buckets of every packet first, then the flows whose
-  // signatures match, then look up.
-  void prefetch_buckets(uint32_t h) const;
-  void prefetch_flows(uint32_t h) const;
+  // signatures match, then look up. The pair of bucket indices is computed once per packet.
+  struct BucketPair {
+    uint32_t b[2];
+  };
+  BucketPair buckets_of(uint32_t h) const {
+    return BucketPair{{h & bucket_mask_, alt_hash(h) & bucket_mask_}};
+  }
+  void prefetch_buckets(uint32_t h) const { prefetch_buckets(buckets_of(h)); }
+  void prefetch_flows(uint32_t h) const { prefetch_flows(h, buckets_of(h)); }
+  void prefetch_buckets(const BucketPair& bp) const {
+    rte_prefetch0(&buckets_[bp.b[0]]);
+    rte_prefetch0(&buckets_[bp.b[1]]);
+  }
+  void prefetch_flows(uint32_t h, const BucketPair& bp) const {
+    for (uint32_t k = 0; k < 2; ++k) {
+      const Bucket& bk = buckets_[bp.b[k]];
+      for (uint32_t bits = sig_matches(bk, h); bits; bits &= bits - 1) {
+        const uint32_t ref = bk.ref[__builtin_ctz(bits)];
+        if (ref != kEmpty) rte_prefetch0(&flows_[ref >> 1]);
+      }
+    }
+  }
 
   // The flow a packet belongs to, in either direction. Expired flows are reclaimed on the way.
-  Flow* lookup(const Tuple& t, uint32_t h, uint32_t now_ms, FlowDir* dir);
+  Flow* lookup(const Tuple& t, uint32_t h, uint32_t now_ms, FlowDir* dir) {
+    return lookup(t, h, buckets_of(h), now_ms, dir);
+  }
+  MG_ALWAYS_INLINE Flow* lookup(const Tuple& t, uint32_t h, const BucketPair& bp, uint32_t now_ms,
+                                FlowDir* dir) {
+    for (uint32_t k = 0; k < 2; ++k) {
+      const Bucket& bk = buckets_[bp.b[k]];
+      for (uint32_t bits = sig_matches(bk, h); bits; bits &= bits - 1) {
+        const uint32_t ref = bk.ref[__builtin_ctz(bits)];
+        if (ref == kEmpty) continue;
+        Flow& f = flows_[ref >> 1];
+        const auto d = FlowDir(ref & 1);
+        if (!matches(f, d, t)) continue;
+        if (MG_UNLIKELY(int32_t(f.expire_ms - now_ms) <= 0)) {
+          remove(&f);
+          ++stats_.expired;
+          return nullptr;
+        }
+        *dir = d;
+        return &f;
+      }
+    }
+    return nullptr;
+  }
 
   // Adds a flow for the original tuple `orig`. When full, a not-yet-established flow is evicted
   // first; nullptr when that fails too (the caller forwards statelessly).
@@ -167,7 +219,31 @@ class FlowTable {
   bool evict_one();
   void push_embryo(uint32_t idx);
   Flow* insert_once(const Tuple& orig, const FlowTarget& to, uint32_t now_ms, bool retry);
-  bool matches(const Flow& f, FlowDir dir, const Tuple& t) const;
+  // Bit j set when bucket entry j's signature is `h` (the entry may still be free).
+  static MG_ALWAYS_INLINE uint32_t sig_matches(const Bucket& bk, uint32_t h) {
+#if defined(__SSE2__)
+    const __m128i key = _mm_set1_epi32(int(h));
+    const __m128i lo = _mm_cmpeq_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(bk.sig)), key);
+    const __m128i hi =
+        _mm_cmpeq_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(bk.sig + 4)), key);
+    return uint32_t(_mm_movemask_ps(_mm_castsi128_ps(lo))) |
+           uint32_t(_mm_movemask_ps(_mm_castsi128_ps(hi))) << 4;
+#else
+    uint32_t bits = 0;
+    for (uint32_t j = 0; j < kBucketEntries; ++j) bits |= uint32_t(bk.sig[j] == h) << j;
+    return bits;
+#endif
+  }
+  MG_ALWAYS_INLINE bool matches(const Flow& f, FlowDir dir, const Tuple& t) const {
+    if (f.proto != t.proto) return false;
+    if (dir == FlowDir::kOriginal) {
+      return f.client_port == t.sport && f.vip_port == t.dport && f.client == t.src &&
+             vip(f) == t.dst;
+    }
+    if (f.backend_port != t.sport || !(f.backend == t.src)) return false;
+    if (f.mode == Mode::kFullnat) return f.local_port == t.dport && local(f) == t.dst;
+    return f.client_port == t.dport && f.client == t.dst;
+  }
   void set_state(Flow* f, TcpState s);
   void wheel_insert(uint32_t idx);
   void wheel_unlink(uint32_t idx);

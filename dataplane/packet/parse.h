@@ -69,4 +69,10 @@ Drop parse_packet(const uint8_t* data, uint32_t len, PacketMeta* meta, bool veri
 Drop parse_frame(const uint8_t* data, uint32_t contig_len, uint32_t frame_len, PacketMeta* meta,
                  bool verify_ipv4_csum);
 
+// parse_frame without its fast path for plain IPv4 TCP/UDP: every frame takes the general
+// parser. parse_frame must fill `meta` exactly as this does (the ARP fields aside, which only
+// ARP frames carry); the parser's differential test holds the two to that.
+Drop parse_frame_general(const uint8_t* data, uint32_t contig_len, uint32_t frame_len,
+                         PacketMeta* meta, bool verify_ipv4_csum);
+
 }  // namespace meshgate::dp

@@ -362,14 +362,15 @@ void Worker::stage_classify(rte_mbuf** pkts, uint16_t n) {
     if (l4) {
       // Bulk lookup, first phase: hash every packet and prefetch its two buckets.
       hash_[i] = FlowTable::hash(Tuple{m.src, m.dst, m.sport, m.dport, m.l4_proto});
-      flows_.prefetch_buckets(hash_[i]);
+      bp_[i] = flows_.buckets_of(hash_[i]);
+      flows_.prefetch_buckets(bp_[i]);
     }
     next_[i] = l4 ? kNextFlow : kNextLookup;
   }
   // Second phase: the buckets have had the rest of the burst to arrive; prefetch the flows
   // whose signatures match.
   for (uint16_t i = 0; i < n; ++i) {
-    if (next_[i] == kNextFlow) flows_.prefetch_flows(hash_[i]);
+    if (next_[i] == kNextFlow) flows_.prefetch_flows(hash_[i], bp_[i]);
   }
 }
 
@@ -534,7 +535,7 @@ void Worker::stage_flow(rte_mbuf** pkts, uint16_t n) {
     const Tuple t{m.src, m.dst, m.sport, m.dport, m.l4_proto};
     const uint32_t h = hash_[i];
     FlowDir dir;
-    Flow* f = flows_.lookup(t, h, now_ms, &dir);
+    Flow* f = flows_.lookup(t, h, bp_[i], now_ms, &dir);
     if (f) {
       // Established traffic: the flow says everything; no service lookup.
       if (m.ttl <= 1) {

@@ -258,6 +258,7 @@ class Worker {
   uint16_t out_[kBurst];     // egress port index (kNextTx / kNextPending) or worker (handoff)
   IpAddr nh_[kBurst];        // next hop (kNextPending)
   uint32_t hash_[kBurst];    // flow hash of TCP/UDP packets
+  FlowTable::BucketPair bp_[kBurst];  // its two candidate buckets
   uint32_t visited_[kBurst]; // workers a handed-over packet has been to
   Flow* flow_[kBurst];
   Egress egress_[kBurst];
