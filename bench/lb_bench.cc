@@ -52,7 +52,7 @@ void lb_lookup(benchmark::State& state) {
   }
   state.SetItemsProcessed(int64_t(state.iterations()));
 }
-BENCHMARK(lb_lookup)->Arg(10)->Arg(1000);
+BENCHMARK(lb_lookup)->Arg(10)->Arg(100)->Arg(1000);
 
 }  // namespace
 }  // namespace meshgate::bench
