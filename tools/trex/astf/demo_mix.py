@@ -21,8 +21,8 @@ class DemoMix(object):
         total = float(WEB_FLOWS + DNS_FLOWS)
         templates = [
             mg.http_template(args.cps * WEB_FLOWS / total, 2, 100, 1000, "fin"),
-            # dns: size = 100 frames, i.e. 58 bytes of UDP payload over IPv4.
-            mg.dns_template(args.cps * DNS_FLOWS / total, 1, 58, 58),
+            # dns: size = 100 frames (FCS included), i.e. 54 bytes of UDP payload over IPv4.
+            mg.dns_template(args.cps * DNS_FLOWS / total, 1, 54, 54),
         ]
         return ASTFProfile(default_ip_gen=mg.ip_gen(), templates=templates)
 
