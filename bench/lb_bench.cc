@@ -1,0 +1,58 @@
+// Maglev (NSDI 2016 §3.4): table build on the control thread for 10, 100 and 1000 backends at
+// their automatic sizes, and the per-packet choice on a worker (flow hash + one slot read).
+#include <arpa/inet.h>
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+#include "dataplane/lb/lb.h"
+#include "dataplane/packet/wire.h"
+
+namespace meshgate::bench {
+namespace {
+
+std::vector<dp::LbBackend> backends(uint32_t n) {
+  std::vector<dp::LbBackend> b(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    b[i].address = IpAddr::v4(0xc6336400u + 11 + i);  // 198.51.100.11 upwards
+    b[i].port = 8080;
+    b[i].weight = 1 + i % 3;  // weighted, as in config/demo.toml
+  }
+  return b;
+}
+
+void lb_build(benchmark::State& state) {
+  const auto b = backends(uint32_t(state.range(0)));
+  const uint32_t size = dp::lb_auto_table_size(b.size());
+  for (auto _ : state) {
+    std::vector<uint32_t> table = dp::lb_build_table(b, size);
+    benchmark::DoNotOptimize(table.data());
+  }
+  // Items are slots filled: items/s compares sizes.
+  state.SetItemsProcessed(int64_t(state.iterations()) * size);
+  state.counters["slots"] = size;
+}
+BENCHMARK(lb_build)->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);
+
+// The worker's per-new-flow cost: CRC32C of the client 5-tuple, then one slot.
+void lb_lookup(benchmark::State& state) {
+  const auto b = backends(uint32_t(state.range(0)));
+  const uint32_t size = dp::lb_auto_table_size(b.size());
+  const std::vector<uint32_t> table = dp::lb_build_table(b, size);
+  const IpAddr vip = IpAddr::v4(0xcb00710a);  // 203.0.113.10
+  constexpr uint32_t kClients = 4096;
+  std::vector<IpAddr> clients(kClients);
+  for (uint32_t i = 0; i < kClients; ++i) clients[i] = IpAddr::v4(0xc0000200u + (i & 0xff));
+  uint32_t i = 0;
+  for (auto _ : state) {
+    const uint32_t k = i++ % kClients;
+    const uint32_t h = dp::lb_flow_hash(clients[k], vip, htons(uint16_t(1024 + k)), htons(80),
+                                        dp::kProtoTcp);
+    benchmark::DoNotOptimize(dp::lb_lookup(table.data(), size, h));
+  }
+  state.SetItemsProcessed(int64_t(state.iterations()));
+}
+BENCHMARK(lb_lookup)->Arg(10)->Arg(100)->Arg(1000);
+
+}  // namespace
+}  // namespace meshgate::bench
