@@ -314,7 +314,7 @@ void FlowTable::push_embryo(uint32_t idx) {
   if (embryo_tail_ - embryo_head_ > embryo_mask_ + 1) embryo_head_ = embryo_tail_ - embryo_mask_ - 1;
 }
 
-void FlowTable::touch(Flow* f, FlowDir dir, uint8_t flags, uint32_t now_ms) {
+void FlowTable::touch_slow(Flow* f, FlowDir dir, uint8_t flags, uint32_t now_ms) {
   const bool orig = dir == FlowDir::kOriginal;
   if (!orig && !(f->flags & kFlowSeenReply)) {
     f->flags |= kFlowSeenReply;

@@ -23,6 +23,7 @@
 #include "dataplane/common/compiler.h"
 #include "dataplane/common/hash.h"
 #include "dataplane/common/net_types.h"
+#include "dataplane/packet/wire.h"
 #include "dataplane/snapshot/addr_table.h"
 #include "dataplane/snapshot/snapshot.h"
 
@@ -188,7 +189,17 @@ class FlowTable {
 
   // Advances TCP state from a segment's flags (RFC 9293 §3.3.2 states, seen from the middle)
   // and refreshes the expiry.
-  void touch(Flow* f, FlowDir dir, uint8_t tcp_flags, uint32_t now_ms);
+  MG_ALWAYS_INLINE void touch(Flow* f, FlowDir dir, uint8_t tcp_flags, uint32_t now_ms) {
+    // Most segments are data or ACKs of an established connection: nothing but the expiry
+    // moves (further out: the clock only goes forward), so the wheel need not hear of it.
+    if (MG_LIKELY(f->state == TcpState::kEstablished &&
+                  !(tcp_flags & (kTcpSyn | kTcpFin | kTcpRst)) &&
+                  (dir == FlowDir::kOriginal || (f->flags & kFlowSeenReply)))) {
+      f->expire_ms = now_ms + timeouts_.tcp_established_ms;
+      return;
+    }
+    touch_slow(f, dir, tcp_flags, now_ms);
+  }
 
   // Runs the timer wheel up to `now_ms`, reclaiming expired flows (at most kWheelBudget
   // examined). Returns the number reclaimed.
@@ -216,6 +227,7 @@ class FlowTable {
   bool embryonic(const Flow& f) const;
   bool link(uint32_t h, uint32_t ref);
   void unlink(uint32_t h, uint32_t ref);
+  void touch_slow(Flow* f, FlowDir dir, uint8_t tcp_flags, uint32_t now_ms);
   bool evict_one();
   void push_embryo(uint32_t idx);
   Flow* insert_once(const Tuple& orig, const FlowTarget& to, uint32_t now_ms, bool retry);

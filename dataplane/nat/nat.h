@@ -33,41 +33,64 @@ MG_ALWAYS_INLINE void nat_rewrite(uint8_t* frame, PacketMeta* m, const IpAddr& a
                                   uint16_t port_be) {
   uint8_t* ip = frame + m->l3_off;
   uint8_t* l4 = frame + m->l4_off;
-  const uint32_t csum_off = l4_csum_offset(m->l4_proto);
-  const bool l4_ok = m->has_l4() && csum_off != 0;
-  const bool icmp = m->l4_proto == kProtoIcmp || m->l4_proto == kProtoIcmp6;
-  uint8_t* l4_csum = l4_ok ? l4 + csum_off : nullptr;
-  const bool udp_no_csum =
-      l4_ok && m->l4_proto == kProtoUdp && m->l3 == L3::kIpv4 && csum_load(l4_csum) == 0;
-  const bool pseudo = l4_ok && !udp_no_csum && m->l4_proto != kProtoIcmp;
-
+  // The address change, as one RFC 1624 delta: it goes into the IPv4 header checksum and, through
+  // the pseudo-header, into the transport checksum (with the port change added).
+  uint64_t addr_delta;
   if (m->l3 == L3::kIpv4) {
     uint8_t* field = ip + (kDst ? 16 : 12);
-    csum_replace_bytes(ip + 10, field, addr.v4_ptr(), 4);
-    if (pseudo) csum_replace_bytes(l4_csum, field, addr.v4_ptr(), 4);
+    addr_delta = csum_delta32(field, addr.v4_ptr());
+    csum_apply_delta(ip + 10, addr_delta);
     std::memcpy(field, addr.v4_ptr(), 4);
   } else {
     uint8_t* field = ip + (kDst ? 24 : 8);
-    if (pseudo) csum_replace_bytes(l4_csum, field, addr.b, 16);
+    addr_delta = csum_delta32(field, addr.b) + csum_delta32(field + 4, addr.b + 4) +
+                 csum_delta32(field + 8, addr.b + 8) + csum_delta32(field + 12, addr.b + 12);
     std::memcpy(field, addr.b, 16);
   }
-  if (l4_ok) {
-    uint8_t* pfield = icmp ? l4 + 4 : l4 + (kDst ? 2 : 0);
-    const uint16_t old_port = ld16(pfield);
-    if (!udp_no_csum) {
-      csum_replace2(l4_csum, old_port, port_be);
-      if (m->l4_proto == kProtoUdp) udp_csum_fixup(l4_csum);
+  if (m->has_l4()) {
+    switch (m->l4_proto) {
+      case kProtoTcp: {
+        uint8_t* pfield = l4 + (kDst ? 2 : 0);
+        csum_apply_delta(l4 + 16, addr_delta + csum_delta16(ld16(pfield), port_be));
+        st16(pfield, port_be);
+        break;
+      }
+      case kProtoUdp: {
+        uint8_t* pfield = l4 + (kDst ? 2 : 0);
+        uint8_t* csum = l4 + 6;
+        // An IPv4 UDP checksum of 0 means "none" (RFC 768) and stays 0.
+        if (m->l3 != L3::kIpv4 || csum_load(csum) != 0) {
+          csum_apply_delta(csum, addr_delta + csum_delta16(ld16(pfield), port_be));
+          udp_csum_fixup(csum);
+        }
+        st16(pfield, port_be);
+        break;
+      }
+      case kProtoIcmp:
+      case kProtoIcmp6: {
+        // The echo identifier plays the port in both directions. ICMPv4 has no pseudo-header.
+        uint8_t* pfield = l4 + 4;
+        const uint64_t id_delta = csum_delta16(ld16(pfield), port_be);
+        csum_apply_delta(l4 + 2, m->l4_proto == kProtoIcmp ? id_delta : addr_delta + id_delta);
+        st16(pfield, port_be);
+        break;
+      }
+      default:
+        break;
     }
-    st16(pfield, port_be);
   }
   if constexpr (kDst) {
     m->dst = addr;
-    m->dport = port_be;
   } else {
     m->src = addr;
+  }
+  if (m->l4_proto == kProtoIcmp || m->l4_proto == kProtoIcmp6) {
+    m->sport = m->dport = port_be;
+  } else if constexpr (kDst) {
+    m->dport = port_be;
+  } else {
     m->sport = port_be;
   }
-  if (icmp) m->sport = m->dport = port_be;
 }
 
 // Decrements TTL / hop limit. The caller has checked it is > 1.

@@ -93,6 +93,29 @@ inline void csum_replace_bytes(uint8_t* csum, const void* old_v, const void* new
   csum_store(csum, uint16_t(~csum_fold(s)));
 }
 
+// RFC 1624 eqn. 3 with the change given as a partial sum: HC' = ~(~HC + delta), where delta is
+// the sum of ~m and m' over the changed words. `delta` may hold up to 2^36 (a handful of 32-bit
+// terms), so two 64 -> 32 folds always leave a 32-bit value for csum_fold.
+inline void csum_apply_delta(uint8_t* csum, uint64_t delta) {
+  uint64_t s = uint64_t(uint16_t(~csum_load(csum))) + delta;
+  s = (s & 0xffffffffu) + (s >> 32);
+  s = (s & 0xffffffffu) + (s >> 32);
+  csum_store(csum, uint16_t(~csum_fold(uint32_t(s))));
+}
+
+// The delta term of a 32-bit field change (memory order), for csum_apply_delta: ~m + m'.
+inline uint64_t csum_delta32(const uint8_t* old_v, const uint8_t* new_v) {
+  uint32_t o, n;
+  std::memcpy(&o, old_v, 4);
+  std::memcpy(&n, new_v, 4);
+  return uint64_t(uint32_t(~o)) + n;
+}
+
+// The same for a 16-bit field.
+inline uint64_t csum_delta16(uint16_t old_v, uint16_t new_v) {
+  return uint64_t(uint16_t(~old_v)) + new_v;
+}
+
 // UDP uses 0 for "no checksum" (RFC 768); a computed 0 is sent as 0xffff.
 inline void udp_csum_fixup(uint8_t* csum) {
   if (csum_load(csum) == 0) csum_store(csum, 0xffff);

@@ -166,8 +166,9 @@ class Worker {
   void stage_dispatch(rte_mbuf** pkts, uint16_t n);
 
   // Translation of a client packet toward its backend by the flow's (or `to`'s) mode.
-  void forward(rte_mbuf* m, uint16_t i, const FlowTarget& to, uint32_t flow_hash);
-  void forward_flow(rte_mbuf* m, uint16_t i, Flow* f);
+  MG_ALWAYS_INLINE void forward(rte_mbuf* m, uint16_t i, const FlowTarget& to,
+                                uint32_t flow_hash);
+  MG_ALWAYS_INLINE void forward_flow(rte_mbuf* m, uint16_t i, Flow* f);
   // Reverse translation of a backend's packet.
   void reverse(rte_mbuf* m, uint16_t i, Flow* f);
   // A later fragment follows its first (kNone) or the reason it cannot.
