@@ -76,6 +76,9 @@ json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval
 # start_gateway CONFIG [ARGS...]: runs meshgate in the background with --stats-json.
 start_gateway() {
   local cfg=$1; shift
+  # Parallel tests must never share the default admin address (127.0.0.1:15000): a config
+  # without its own [admin] section gets this run's address.
+  grep -q '^\[admin\]' "$cfg" || printf '\n[admin]\nlisten = "%s"\n' "$MG_ADMIN" >>"$cfg"
   "$MG_BIN" --config "$cfg" --stats-json "$TMP/stats.json" "$@" >"$TMP/gateway.log" 2>&1 &
   GW_PID=$!
   PIDS+=("$GW_PID")
