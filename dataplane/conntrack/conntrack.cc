@@ -111,10 +111,6 @@ void FlowTable::destroy() {
   embryo_ = nullptr;
 }
 
-uint32_t FlowTable::hash(const Tuple& t) {
-  return lb_flow_hash(t.src, t.dst, t.sport, t.dport, t.proto);
-}
-
 Tuple FlowTable::original_tuple(const Flow& f) const {
   return Tuple{f.client, vip(f), f.client_port, f.vip_port, f.proto};
 }

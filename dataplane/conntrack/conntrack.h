@@ -23,6 +23,7 @@
 #include "dataplane/common/compiler.h"
 #include "dataplane/common/hash.h"
 #include "dataplane/common/net_types.h"
+#include "dataplane/lb/lb.h"
 #include "dataplane/packet/wire.h"
 #include "dataplane/snapshot/addr_table.h"
 #include "dataplane/snapshot/snapshot.h"
@@ -128,7 +129,9 @@ class FlowTable {
   bool init(uint32_t max_flows, int socket, const ConntrackTimeouts& t, const AddrTable* addrs);
   void destroy();
 
-  static uint32_t hash(const Tuple& t);
+  static uint32_t hash(const Tuple& t) {
+    return lb_flow_hash(t.src, t.dst, t.sport, t.dport, t.proto);
+  }
   // A key's second candidate bucket follows from its hash alone (cuckoo moves need that).
   static uint32_t alt_hash(uint32_t h) { return uint32_t(fmix64(h) >> 32); }
 

@@ -354,7 +354,7 @@ void Worker::stage_classify(rte_mbuf** pkts, uint16_t n) {
       next_[i] = kNextNdp;
       continue;
     }
-    if (is_icmp_error(m)) {
+    if ((m.l4_proto == kProtoIcmp || m.l4_proto == kProtoIcmp6) && is_icmp_error(m)) {
       next_[i] = kNextIcmpError;
       continue;
     }
@@ -377,6 +377,7 @@ void Worker::stage_classify(rte_mbuf** pkts, uint16_t n) {
 // ---- ARP / NDP ---------------------------------------------------------------------------
 
 void Worker::stage_l2(uint16_t in_port, rte_mbuf** pkts, uint16_t n) {
+  if (!next_mask(n, kNextArp, kNextNdp)) return;  // the common burst has none
   for (uint16_t i = 0; i < n; ++i) {
     if (next_[i] == kNextArp) handle_arp(in_port, pkts[i], i);
     else if (next_[i] == kNextNdp) handle_ndp(in_port, pkts[i], i);
@@ -635,8 +636,17 @@ void Worker::stage_flow(rte_mbuf** pkts, uint16_t n) {
 }
 
 void Worker::forward_flow(rte_mbuf* mb, uint16_t i, Flow* f) {
-  const PacketMeta& m = meta_[i];
+  PacketMeta& m = meta_[i];
   flows_.touch(f, FlowDir::kOriginal, m.tcp_flags, now_ms_of(now_ns_));
+  if (MG_LIKELY(f->mode == Mode::kDnat)) {
+    // forward() for the commonest case, straight from the flow.
+    counter_add(backend_counters_[f->stat_id].packets, 1);
+    counter_add(backend_counters_[f->stat_id].bytes, mb->pkt_len);
+    nat_rewrite<true>(rte_pktmbuf_mtod(mb, uint8_t*), &m, f->backend, f->backend_port);
+    egress_[i].decrement_ttl = true;
+    next_[i] = kNextRoute;
+    return;
+  }
   FlowTarget to;
   to.backend = f->backend;
   to.backend_port = f->backend_port;
@@ -784,6 +794,7 @@ Drop Worker::follow_fragment(rte_mbuf* mb, uint16_t i) {
 }
 
 void Worker::stage_lookup(rte_mbuf** pkts, uint16_t n) {
+  if (!next_mask(n, kNextLookup, kNextMiss)) return;  // the common burst has none
   for (uint16_t i = 0; i < n; ++i) {
     if (next_[i] != kNextLookup && next_[i] != kNextMiss) continue;
     const PacketMeta& m = meta_[i];
@@ -877,6 +888,7 @@ bool Worker::translate_icmp_error(rte_mbuf* mb, PacketMeta& m, int* target, uint
 }
 
 void Worker::stage_icmp_error(rte_mbuf** pkts, uint16_t n) {
+  if (!next_mask(n, kNextIcmpError, kNextIcmpError)) return;  // the common burst has none
   for (uint16_t i = 0; i < n; ++i) {
     if (next_[i] != kNextIcmpError) continue;
     PacketMeta& m = meta_[i];
@@ -967,6 +979,7 @@ bool Worker::icmp_token() {
 // ---- local (echo) ------------------------------------------------------------------------
 
 void Worker::stage_local(rte_mbuf** pkts, uint16_t n) {
+  if (!next_mask(n, kNextLocal, kNextLocal)) return;  // the common burst has none
   for (uint16_t i = 0; i < n; ++i) {
     if (next_[i] != kNextLocal) continue;
     PacketMeta& m = meta_[i];
@@ -1023,6 +1036,7 @@ void Worker::stage_local(rte_mbuf** pkts, uint16_t n) {
 }
 
 void Worker::stage_reply(rte_mbuf** pkts, uint16_t n) {
+  if (!next_mask(n, kNextReply, kNextReply)) return;  // the common burst has none
   for (uint16_t i = 0; i < n; ++i) {
     if (next_[i] == kNextReply) reverse(pkts[i], i, flow_[i]);
   }
