@@ -557,8 +557,7 @@ void Worker::stage_service(rte_mbuf** pkts, uint16_t n) {
       }
       const SnapService* svc = service_of(snap_, m);
       const uint32_t bi =
-          svc->table_size ? lb_lookup(&snap_->lb_slots[svc->table_offset], svc->table_size, h)
-                          : kNoBackend;
+          svc->table_size ? lb_lookup(svc->table, svc->table_size, h) : kNoBackend;
       if (bi == kNoBackend) {
         next_[i] = kNextDrop;
         drop_[i] = Drop::kNoBackend;
