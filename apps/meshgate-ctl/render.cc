@@ -156,12 +156,28 @@ std::string render_services(const json& config, const json& stats, const json& f
 }
 
 std::string render_flows(const json& flows) {
-  Table t({"Worker", "Proto", "Client", "VIP", "Backend", "Service", "State", "Expires(s)"},
-          {true, false, false, false, false, false, false, true});
+  // The Local column (fullnat's source address:port toward the backend) only when a flow has
+  // one, as `ipvsadm -Lnc` shows FromIP / DestIP only for what exists.
+  bool local = false;
+  for (const json& f : flows.at("flows")) local |= !f.at("local").get<std::string>().empty();
+  std::vector<std::string> head = {"Worker", "Proto", "Client", "VIP"};
+  if (local) head.push_back("Local");
+  for (const char* h : {"Backend", "Service", "Mode", "State", "Age(s)", "Expires(s)"}) head.push_back(h);
+  std::vector<bool> right(head.size(), false);
+  right[0] = right[head.size() - 2] = right[head.size() - 1] = true;
+  Table t(head, right);
   for (const json& f : flows.at("flows")) {
     const int64_t ms = f.at("expires_in_ms");
-    t.row({num(f.at("worker")), upper(f.at("protocol")), f.at("client"), f.at("vip"),
-           f.at("backend"), f.at("service"), f.at("state"), num(uint64_t(std::max<int64_t>(0, ms)) / 1000)});
+    std::vector<std::string> row = {num(f.at("worker")), upper(f.at("protocol")), f.at("client"),
+                                    f.at("vip")};
+    if (local) row.push_back(f.at("local").get<std::string>().empty() ? "-" : f.at("local"));
+    for (const std::string& c : {f.at("backend").get<std::string>(), f.at("service").get<std::string>(),
+                                f.at("mode").get<std::string>(), f.at("state").get<std::string>()}) {
+      row.push_back(c);
+    }
+    row.push_back(num(f.at("age_ms").get<uint64_t>() / 1000));
+    row.push_back(num(uint64_t(std::max<int64_t>(0, ms)) / 1000));
+    t.row(row);
   }
   std::string out = t.str();
   const uint64_t n = flows.at("count");

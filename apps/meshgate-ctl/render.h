@@ -27,7 +27,8 @@ class Table {
 std::string render_services(const nlohmann::json& config, const nlohmann::json& stats,
                             const nlohmann::json& flows);
 
-// GET /flows as a table, with a line saying when the list is partial.
+// GET /flows as a table (age and expiry in whole seconds; a Local column when some flow is
+// fullnat), with a line saying when the list is partial.
 std::string render_flows(const nlohmann::json& flows);
 
 // GET /stats: the key counters, non-zero drops, and one line per worker.

@@ -34,6 +34,17 @@ std::string flow_state(const dp::FlowRecord& r) {
   return s;
 }
 
+const char* mode_name(dp::Mode m) {
+  switch (m) {
+    case dp::Mode::kDnat: return "dnat";
+    case dp::Mode::kFullnat: return "fullnat";
+    case dp::Mode::kDsrIpip: return "dsr-ipip";
+    case dp::Mode::kDsrGue: return "dsr-gue";
+    case dp::Mode::kProxy: return "proxy";
+  }
+  return "other";
+}
+
 // Name of the port whose prefixes hold `a` (how [[route]] / [[neighbor]] pick one by default).
 std::string port_for(const Config& cfg, const std::string& given, const IpAddr& a) {
   if (!given.empty()) return given;
@@ -282,6 +293,23 @@ bool Admin::advance_flow_job(FlowJob& job, Clock::time_point now) {
   return true;
 }
 
+nlohmann::json flow_record_json(const dp::FlowRecord& f,
+                                const std::vector<StatRegistry::Name>& names) {
+  const bool named = f.stat_id != 0 && f.stat_id < names.size();
+  const bool snat = f.mode == dp::Mode::kFullnat || f.mode == dp::Mode::kProxy;
+  return {{"worker", f.worker},
+          {"protocol", protocol_name(f.proto)},
+          {"client", endpoint_str(f.client, f.client_port)},
+          {"vip", endpoint_str(f.vip, f.vip_port)},
+          {"local", snat ? endpoint_str(f.local, f.local_port) : ""},
+          {"backend", endpoint_str(f.backend, f.backend_port)},
+          {"service", named ? names[f.stat_id].service : ""},
+          {"mode", mode_name(f.mode)},
+          {"state", flow_state(f)},
+          {"age_ms", f.age_ms},
+          {"expires_in_ms", f.expires_in_ms}};
+}
+
 std::string Admin::flows_json(const FlowJob& job) {
   const uint32_t limit = job.query->limit;
   const auto& names = registry_.names();
@@ -298,16 +326,7 @@ std::string Admin::flows_json(const FlowJob& job) {
         truncated = true;
         break;
       }
-      const dp::FlowRecord& f = d->records[i];
-      const bool named = f.stat_id != 0 && f.stat_id < names.size();
-      flows.push_back({{"worker", f.worker},
-                       {"protocol", protocol_name(f.proto)},
-                       {"client", endpoint_str(f.client, f.client_port)},
-                       {"vip", endpoint_str(f.vip, f.vip_port)},
-                       {"backend", endpoint_str(f.backend, f.backend_port)},
-                       {"service", named ? names[f.stat_id].service : ""},
-                       {"state", flow_state(f)},
-                       {"expires_in_ms", f.expires_in_ms}});
+      flows.push_back(flow_record_json(d->records[i], names));
     }
   }
   json j;

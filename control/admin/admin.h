@@ -11,6 +11,7 @@
 #include <chrono>
 #include <deque>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,12 @@
 #include "dataplane/worker/worker.h"
 
 namespace meshgate::ctl {
+
+// One flow of GET /flows: worker, protocol, client, vip, local (the fullnat source address:port,
+// "" in other modes), backend, service, mode, state, age_ms (since the flow's first packet, on
+// the worker's clock), expires_in_ms. Any thread.
+nlohmann::json flow_record_json(const dp::FlowRecord& f,
+                                const std::vector<StatRegistry::Name>& names);
 
 // How long GET /flows waits for the workers before answering with what arrived.
 inline constexpr std::chrono::milliseconds kFlowDumpWait{1000};

@@ -106,7 +106,7 @@ constexpr std::string_view kConntrackKeys[] = {"max_flows", "tcp_syn",       "tc
                                                "icmp"};
 constexpr std::string_view kMeshKeys[] = {"source",  "path",       "address",    "tls",
                                           "ca_file", "token_file", "cluster_id", "node_id",
-                                          "network", "mode"};
+                                          "network", "mode",       "table_size"};
 constexpr std::string_view kHboneKeys[] = {"port", "cert_chain", "private_key", "trust_bundle",
                                            "trust_domain"};
 constexpr std::string_view kAdminKeys[] = {"listen"};
@@ -701,6 +701,7 @@ void Parser::parse_mesh(const toml::table& t, MeshConfig& m) {
   read_string(t, p, "node_id", m.node_id);
   read_string(t, p, "network", m.network);
   read_enum(t, p, "mode", kModes, m.mode);
+  read_int(t, p, "table_size", kTableSizeSpec, m.table_size);
 }
 
 void Parser::parse_hbone(const toml::table& t, HboneConfig& h) {
@@ -1152,6 +1153,17 @@ class Validator {
       } else if (auto hp = split_host_port(m.address); !hp || hp->port < 1 || hp->port > 65535) {
         error("mesh.address", "expected \"host:port\" (port 1..65535; IPv6 as \"[::1]:15012\"), "
                               "got " + quoted(m.address));
+      }
+    }
+    if (!bad("mesh.table_size") && m.table_size != 0) {
+      const std::string got = ", got " + std::to_string(m.table_size);
+      if (m.table_size < kMinTableSize) {
+        error("mesh.table_size", "expected " + int_expected(kTableSizeSpec) + got);
+      } else if (!dp::is_prime(m.table_size)) {
+        // Maglev §3.4: the permutation covers every slot only when the size is prime.
+        error("mesh.table_size", "expected " + int_expected(kTableSizeSpec) + got +
+                                     " (not prime; next prime: " +
+                                     std::to_string(dp::next_prime(m.table_size)) + ")");
       }
     }
     if (!bad("mesh.mode")) {

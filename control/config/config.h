@@ -164,6 +164,9 @@ struct MeshConfig {
   std::string node_id;
   std::string network;
   ForwardMode mode = ForwardMode::kDnat;  // for non-mesh endpoints: dnat | fullnat | proxy
+  // Maglev slots of every mesh service (a prime); 0 = automatic per service, by its endpoint
+  // count (mesh::mesh_table_size: 1009 up to 10 endpoints, doubling bands above).
+  uint32_t table_size = 0;
   SourcePos pos;
 };
 

@@ -20,7 +20,27 @@ struct MappingOptions {
   std::string cluster_id;  // [mesh] cluster_id, for the CLUSTER scope
   std::string node;        // for the NODE scope; "" never matches (a gateway is not on a node)
   ForwardMode mode = ForwardMode::kDnat;  // [mesh] mode
+  uint32_t table_size = 0;                 // [mesh] table_size; 0 = mesh_table_size()'s default
 };
+
+// Smallest automatic Maglev table of a mesh service: a prime, 100 slots for each of up to 10
+// endpoints (Maglev's < 1% imbalance).
+inline constexpr uint32_t kMeshMinTableSize = 1009;
+
+// The Maglev table size of a mesh service with `endpoints` endpoints: `configured` ([mesh]
+// table_size) when it is set and not smaller than the endpoint count (every endpoint needs a
+// slot); otherwise the smallest prime >= 1009 x 2^k that gives each endpoint at least 100 slots:
+// 1009 up to 10 endpoints, 2027 up to 20, 4049 up to 40, and so on.
+//
+// Why not the static services' 65537: 10,000 mesh services would need 2.6 GB of tables per
+// snapshot. Why not simply the next prime >= 100 x endpoints: the size would change whenever a
+// deployment scales, and a new size reshuffles nearly every slot, so one added pod would move
+// almost all new-flow choices (and the choices of flows a full flow table forwards statelessly)
+// instead of about 1/N of them, which is what Maglev promises and users expect. Doubling bands
+// keep the size, and so that promise, while the endpoint count stays within a band, at 100..200
+// slots per endpoint. The size depends only on the endpoint count, so gateways that see the same
+// endpoints build the same tables.
+uint32_t mesh_table_size(size_t endpoints, uint32_t configured);
 
 // What the mapping left out, counted (and logged by the caller).
 struct MappingStats {

@@ -24,6 +24,7 @@ MeshRuntime::MeshRuntime(const Config& cfg) : cfg_(cfg) {
   mapping_.network = cfg.mesh.network;
   mapping_.cluster_id = cfg.mesh.cluster_id;
   mapping_.mode = cfg.mesh.mode;
+  mapping_.table_size = cfg.mesh.table_size;
 }
 
 MeshRuntime::~MeshRuntime() { stop(); }

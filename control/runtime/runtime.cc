@@ -194,8 +194,11 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
   std::unique_ptr<mesh::MeshRuntime> mesh_rt;
   uint64_t version = 0;
   // A new service list -> snapshot -> publish. On failure the running snapshot stays.
-  auto publish_services = [&](const std::vector<ServiceSpec>& services, const char* why) {
+  auto publish_services = [&](std::vector<ServiceSpec> services, const char* why) {
+    const auto t0 = std::chrono::steady_clock::now();
     auto snap = build_snapshot(cfg, services, ports, *reg, version + 1);
+    const double build_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (!snap) {
       log(LogLevel::kError, "snapshot_failed", "version=%lu reason=%s error=\"%s\"",
           (unsigned long)(version + 1), why, snap.error().message.c_str());
@@ -203,9 +206,12 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
     }
     ++version;
     publisher.publish(*snap);
-    if (admin) admin->set_services(services);
-    log(LogLevel::kInfo, "snapshot_published", "version=%lu reason=%s services=%zu backends=%zu",
-        (unsigned long)version, why, (*snap)->services.size(), (*snap)->backends.size());
+    log(LogLevel::kInfo, "snapshot_published",
+        "version=%lu reason=%s services=%zu backends=%zu build_ms=%.1f tables_built=%zu "
+        "tables_reused=%zu",
+        (unsigned long)version, why, (*snap)->services.size(), (*snap)->backends.size(), build_ms,
+        reg->last_build.tables_built, reg->last_build.tables_reused);
+    if (admin) admin->set_services(std::move(services));
     return true;
   };
   do {
@@ -299,7 +305,7 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
     auto poll_mesh = [&]() {
       auto pending = mesh_rt->poll();
       if (!pending) return;
-      if (publish_services(pending->services, "mesh")) {
+      if (publish_services(std::move(pending->services), "mesh")) {
         mesh_rt->published(*pending);
         if (admin && mesh_rt->synced()) admin->bridge().mark_mesh_synced();
         log(LogLevel::kInfo, "mesh_applied",

@@ -3,8 +3,9 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
+#include <unordered_map>
 
+#include "dataplane/common/hash.h"
 #include "dataplane/snapshot/addr_table.h"
 
 namespace meshgate::ctl {
@@ -21,8 +22,11 @@ class AddrRegistry {
   const dp::AddrTable* table() const { return &table_; }
 
  private:
+  struct Hash {
+    size_t operator()(const IpAddr& a) const { return crc32c(a.b, sizeof a.b, 0); }
+  };
   dp::AddrTable table_;
-  std::map<IpAddr, uint32_t> ids_;
+  std::unordered_map<IpAddr, uint32_t, Hash> ids_;
   uint32_t next_ = 1;
 };
 

@@ -5,6 +5,7 @@
 #include <rte_lpm.h>
 #include <rte_lpm6.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -47,6 +48,45 @@ struct Route {
   uint32_t next_hop;
 };
 
+bool same_next_hops(const std::vector<dp::NextHop>& a, const std::vector<dp::NextHop>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [](const dp::NextHop& x, const dp::NextHop& y) {
+                      return x.port_index == y.port_index && x.on_link == y.on_link &&
+                             x.gateway == y.gateway;
+                    });
+}
+
+// LPM tables for `routes` (prefixes of length >= 1). Names must be unique in DPDK's namespace
+// while the tables live, and tables outlive the snapshot that created them: a process-wide
+// sequence number names them.
+Result<std::shared_ptr<const dp::RouteTables>> make_route_tables(
+    const std::vector<std::pair<IpPrefix, uint32_t>>& routes) {
+  static uint64_t seq = 0;  // control thread only
+  const std::string n = std::to_string(++seq);
+  size_t n4 = 0, n6 = 0;
+  for (const auto& r : routes) (r.first.addr.is_v4() ? n4 : n6)++;
+  auto rt = std::make_shared<dp::RouteTables>();
+  rte_lpm_config c4{};
+  c4.max_rules = uint32_t(std::max<size_t>(64, n4 * 2));
+  c4.number_tbl8s = uint32_t(std::max<size_t>(256, n4));
+  rt->lpm4 = rte_lpm_create(("mg_lpm4_" + n).c_str(), SOCKET_ID_ANY, &c4);
+  rte_lpm6_config c6{};
+  c6.max_rules = uint32_t(std::max<size_t>(64, n6 * 2));
+  c6.number_tbl8s = uint32_t(std::max<size_t>(1024, n6 * 16));
+  rt->lpm6 = rte_lpm6_create(("mg_lpm6_" + n).c_str(), SOCKET_ID_ANY, &c6);
+  if (!rt->lpm4 || !rt->lpm6) {
+    return Error{std::string("cannot create LPM tables: ") + rte_strerror(rte_errno)};
+  }
+  // rte_lpm handles overlap by depth, but a later add of the same depth replaces: routes come
+  // in config order, connected routes first.
+  for (const auto& [prefix, nh] : routes) {
+    const int rc = prefix.addr.is_v4() ? rte_lpm_add(rt->lpm4, prefix.addr.v4_host(), prefix.len, nh)
+                                       : rte_lpm6_add(rt->lpm6, prefix.addr.b, prefix.len, nh);
+    if (rc != 0) return Error{"cannot add route " + prefix.str() + ": " + rte_strerror(-rc)};
+  }
+  return std::shared_ptr<const dp::RouteTables>(std::move(rt));
+}
+
 }  // namespace
 
 std::string endpoint_str(const IpAddr& a, uint16_t port) {
@@ -58,13 +98,29 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
                                      const std::vector<dp::PortRuntime>& ports, Registries& reg,
                                      uint64_t version) {
   StatRegistry& stats = reg.stats;
+  BuildStats bs;
   auto snap = std::make_unique<dp::Snapshot>();
   snap->version = version;
 
-  // Services and their Maglev tables.
+  // Services and their Maglev tables. Cache entries are updated in place: an entry always
+  // describes a real table for its backends (a failed build leaves correct entries behind), and
+  // entries of services gone from this build are dropped at the end.
+  BuildCache& cache = reg.cache;
+  const uint64_t gen = ++cache.generation;
+  size_t n_endpoints = 0;
+  for (const ServiceSpec& sc : services) n_endpoints += sc.endpoints.size();
+  snap->services.reserve(services.size());
+  snap->backends.reserve(n_endpoints);
+  snap->lb_tables.reserve(services.size());
   std::vector<dp::ServiceKey> keys;
-  std::map<std::tuple<IpAddr, uint16_t, uint8_t>, std::vector<uint32_t>> services_of_backend;
+  keys.reserve(services.size());
+  // Every (backend, protocol) -> the services using it: grouped in two passes below.
+  std::vector<dp::BackendKey> backend_keys;
+  std::vector<uint32_t> backend_user;  // service index of each backend_keys entry
+  backend_keys.reserve(n_endpoints);
+  backend_user.reserve(n_endpoints);
   std::vector<uint64_t> reset_bits;
+  size_t cached = 0;  // distinct names of this build
   for (const ServiceSpec& sc : services) {
     dp::SnapService s;
     s.vip = sc.vip;
@@ -77,27 +133,59 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
     s.name = sc.name;
     s.first_backend = uint32_t(snap->backends.size());
     s.n_backends = uint32_t(sc.endpoints.size());
-    std::vector<dp::LbBackend> lb;
-    for (const EndpointSpec& bc : sc.endpoints) {
-      dp::SnapBackend b;
-      b.address = bc.address;
-      b.port_be = htons(bc.port);
-      // Unhealthy endpoints keep their counters and flows but take no new flows.
-      b.weight = bc.healthy ? bc.weight : 0;
-      b.stat_id = stats.id_for(sc.name, endpoint_str(bc.address, bc.port));
-      snap->backends.push_back(b);
-      auto& users = services_of_backend[{b.address, b.port_be, s.proto}];
-      if (users.empty() || users.back() != snap->services.size()) {
-        users.push_back(uint32_t(snap->services.size()));
+
+    BuildCache::Service& e = cache.services[sc.name];
+    cached += e.used != gen;
+    e.used = gen;
+    const auto& eps = sc.endpoints;
+    // Unhealthy endpoints keep their counters and flows but take no new flows.
+    auto weight_of = [](const EndpointSpec& ep) { return ep.healthy ? ep.weight : 0; };
+    const bool same_backends =
+        e.built && std::equal(eps.begin(), eps.end(), e.backends.begin(), e.backends.end(),
+                              [](const EndpointSpec& a, const dp::LbBackend& b) {
+                                return a.address == b.address && a.port == b.port;
+                              });
+    bool same_table = same_backends;
+    if (!same_backends) {
+      e.backends.clear();
+      e.stat_ids.clear();
+      for (const EndpointSpec& ep : eps) {
+        e.backends.push_back(dp::LbBackend{ep.address, ep.port, weight_of(ep)});
+        // Stat ids depend on the service name and backend address:port only.
+        e.stat_ids.push_back(stats.id_for(sc.name, endpoint_str(ep.address, ep.port)));
       }
-      lb.push_back(dp::LbBackend{bc.address, bc.port, b.weight});
+    } else {
+      for (size_t i = 0; i < eps.size(); ++i) {
+        if (e.backends[i].weight == weight_of(eps[i])) continue;
+        e.backends[i].weight = weight_of(eps[i]);
+        same_table = false;
+      }
     }
-    const uint32_t size = sc.table_size ? sc.table_size : dp::lb_auto_table_size(lb.size());
-    auto table = dp::lb_build_table(lb, size);
-    if (!table.empty() && table[0] != dp::kNoBackend) {
-      s.table_offset = uint32_t(snap->lb_slots.size());
-      s.table_size = size;
-      snap->lb_slots.insert(snap->lb_slots.end(), table.begin(), table.end());
+    const uint32_t size = sc.table_size ? sc.table_size : dp::lb_auto_table_size(eps.size());
+    if (same_table && e.table_size == size) {
+      ++bs.tables_reused;
+    } else {
+      auto table = std::make_shared<dp::LbTable>(dp::lb_build_table(e.backends, size));
+      e.table = !table->empty() && (*table)[0] != dp::kNoBackend ? std::move(table) : nullptr;
+      e.table_size = size;
+      e.built = true;
+      ++bs.tables_built;
+    }
+    if (e.table) {
+      s.table = e.table->data();
+      s.table_size = e.table_size;
+      snap->lb_tables.push_back(e.table);
+    }
+    const uint32_t si = uint32_t(snap->services.size());
+    for (uint32_t bi = 0; bi < s.n_backends; ++bi) {
+      dp::SnapBackend b;
+      b.address = e.backends[bi].address;
+      b.port_be = htons(e.backends[bi].port);
+      b.weight = e.backends[bi].weight;
+      b.stat_id = e.stat_ids[bi];
+      snap->backends.push_back(b);
+      backend_keys.push_back(dp::BackendKey{b.address, b.port_be, s.proto});
+      backend_user.push_back(si);
     }
     if (sc.on_backend_removal == BackendRemoval::kReset) {
       // Backends this service had in earlier snapshots and no longer has.
@@ -113,10 +201,18 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
       }
     }
     keys.push_back(dp::ServiceKey{s.vip, s.port_be, s.proto});
-    bool seen = false;
-    for (const auto& v : snap->vips) seen |= v == s.vip;
-    if (!seen) snap->vips.push_back(s.vip);
     snap->services.push_back(std::move(s));
+  }
+  // Distinct VIPs (ARP/NDP/echo), in service order.
+  {
+    std::vector<IpAddr> all;
+    all.reserve(snap->services.size());
+    for (const auto& sv : snap->services) all.push_back(sv.vip);
+    dp::FlatIndex<IpAddr> first;
+    first.build(all);
+    for (uint32_t i = 0; i < all.size(); ++i) {
+      if (first.find(all[i]) == int32_t(i)) snap->vips.push_back(all[i]);
+    }
   }
   snap->service_index.build(keys);
   snap->reset_stat_ids = std::move(reset_bits);
@@ -130,14 +226,36 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
     snap->echo_services.push_back(i);
   }
   snap->echo_index.build(echo_vips);
-  std::vector<dp::BackendKey> backend_keys;
-  for (const auto& [k, users] : services_of_backend) {
-    backend_keys.push_back(dp::BackendKey{std::get<0>(k), std::get<1>(k), std::get<2>(k)});
-    snap->backend_service_ranges.emplace_back(uint32_t(snap->backend_services.size()),
-                                              uint32_t(users.size()));
-    snap->backend_services.insert(snap->backend_services.end(), users.begin(), users.end());
+  // Group backends by (address, port, protocol): backend_index is built over every service's
+  // backends and finds the first entry of equal keys; that entry's range lists the services
+  // using the backend, each once, in service order.
+  {
+    std::vector<uint32_t> first;
+    snap->backend_index.build(backend_keys, &first);
+    const uint32_t n = uint32_t(backend_keys.size());
+    std::vector<uint32_t> count(n, 0), last_user(n, UINT32_MAX);
+    for (uint32_t j = 0; j < n; ++j) {
+      const uint32_t f = first[j];
+      if (last_user[f] == backend_user[j]) continue;
+      last_user[f] = backend_user[j];
+      ++count[f];
+    }
+    snap->backend_service_ranges.resize(n);
+    uint32_t at = 0;
+    for (uint32_t j = 0; j < n; ++j) {
+      snap->backend_service_ranges[j] = {at, 0};
+      at += count[j];
+    }
+    snap->backend_services.resize(at);
+    std::fill(last_user.begin(), last_user.end(), UINT32_MAX);
+    for (uint32_t j = 0; j < n; ++j) {
+      const uint32_t f = first[j];
+      if (last_user[f] == backend_user[j]) continue;
+      last_user[f] = backend_user[j];
+      auto& r = snap->backend_service_ranges[f];
+      snap->backend_services[r.first + r.second++] = backend_user[j];
+    }
   }
-  snap->backend_index.build(backend_keys);
 
   // Fullnat source addresses.
   std::vector<IpAddr> fullnat_keys;
@@ -188,48 +306,41 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
   }
   snap->neighbor_index.build(nkeys);
 
-  // LPM tables. Names must be unique in DPDK's namespace: include the version.
-  size_t n4 = 0, n6 = 0;
-  for (const auto& r : routes) (r.prefix.addr.is_v4() ? n4 : n6)++;
-  const std::string v = std::to_string(version);
-  rte_lpm_config c4{};
-  c4.max_rules = uint32_t(std::max<size_t>(64, n4 * 2));
-  c4.number_tbl8s = uint32_t(std::max<size_t>(256, n4));
-  snap->lpm4 = rte_lpm_create(("mg_lpm4_" + v).c_str(), SOCKET_ID_ANY, &c4);
-  rte_lpm6_config c6{};
-  c6.max_rules = uint32_t(std::max<size_t>(64, n6 * 2));
-  c6.number_tbl8s = uint32_t(std::max<size_t>(1024, n6 * 16));
-  snap->lpm6 = rte_lpm6_create(("mg_lpm6_" + v).c_str(), SOCKET_ID_ANY, &c6);
-  if (!snap->lpm4 || !snap->lpm6) {
-    dp::snapshot_free(snap.release());
-    return Error{std::string("cannot create LPM tables: ") + rte_strerror(rte_errno)};
-  }
   // rte_lpm / rte_lpm6 take depths from 1: a default route becomes its two halves.
-  std::vector<Route> expanded;
+  std::vector<std::pair<IpPrefix, uint32_t>> expanded;
   for (const auto& r : routes) {
     if (r.prefix.len != 0) {
-      expanded.push_back(r);
+      expanded.emplace_back(r.prefix, r.next_hop);
       continue;
     }
-    Route hi = r;
-    hi.prefix.len = 1;
-    (r.prefix.addr.is_v4() ? hi.prefix.addr.b[12] : hi.prefix.addr.b[0]) = 0x80;
-    Route lo = r;
-    lo.prefix.len = 1;
-    expanded.push_back(lo);
-    expanded.push_back(hi);
+    IpPrefix hi = r.prefix;
+    hi.len = 1;
+    (r.prefix.addr.is_v4() ? hi.addr.b[12] : hi.addr.b[0]) = 0x80;
+    IpPrefix lo = r.prefix;
+    lo.len = 1;
+    expanded.emplace_back(lo, r.next_hop);
+    expanded.emplace_back(hi, r.next_hop);
   }
-  // Longer prefixes must not be overwritten by shorter ones; rte_lpm handles overlap by depth,
-  // but a later add of the same depth replaces: add in config order, connected routes first.
-  for (const auto& r : expanded) {
-    const int rc = r.prefix.addr.is_v4()
-                       ? rte_lpm_add(snap->lpm4, r.prefix.addr.v4_host(), r.prefix.len, r.next_hop)
-                       : rte_lpm6_add(snap->lpm6, r.prefix.addr.b, r.prefix.len, r.next_hop);
-    if (rc != 0) {
-      dp::snapshot_free(snap.release());
-      return Error{"cannot add route " + r.prefix.str() + ": " + rte_strerror(-rc)};
-    }
+  // The same routes and next hops as the last build: its LPM tables answer the same.
+  const BuildCache& old = reg.cache;
+  if (old.route_tables && expanded == old.routes && same_next_hops(snap->next_hops, old.next_hops)) {
+    snap->route_tables = old.route_tables;
+    bs.routes_reused = true;
+  } else {
+    auto rt = make_route_tables(expanded);
+    if (!rt) return rt.error();
+    snap->route_tables = std::move(rt.value());
   }
+  snap->lpm4 = snap->route_tables->lpm4;
+  snap->lpm6 = snap->route_tables->lpm6;
+
+  if (cache.services.size() != cached) {
+    std::erase_if(cache.services, [gen](const auto& kv) { return kv.second.used != gen; });
+  }
+  reg.cache.routes = std::move(expanded);
+  reg.cache.next_hops = snap->next_hops;
+  reg.cache.route_tables = snap->route_tables;
+  reg.last_build = bs;
   return snap.release();
 }
 

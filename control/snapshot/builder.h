@@ -3,7 +3,9 @@
 // (LPM tables live in DPDK memory).
 #pragma once
 
+#include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "control/common/result.h"
@@ -11,6 +13,7 @@
 #include "control/snapshot/addr_registry.h"
 #include "control/snapshot/model.h"
 #include "control/snapshot/stat_registry.h"
+#include "dataplane/lb/lb.h"
 #include "dataplane/snapshot/snapshot.h"
 #include "dataplane/worker/port.h"
 
@@ -19,12 +22,47 @@ namespace meshgate::ctl {
 // "ip:port" with IPv6 in brackets, as used in stats and logs.
 std::string endpoint_str(const IpAddr& a, uint16_t port);
 
-// Ids that outlive snapshots: backend counter slots and the addresses flows refer to.
+// What one build leaves to the next, so that a rebuild after a small change does the work of
+// the change only. Everything here is immutable once built and shared by reference, so reuse
+// gives the same snapshot a build from scratch would (tests/unit/snapshot_builder_test.cc).
+struct BuildCache {
+  struct Service {
+    std::vector<dp::LbBackend> backends;  // as given to lb_build_table: order and weights matter
+    std::vector<uint32_t> stat_ids;       // per backend
+    uint32_t table_size = 0;
+    bool built = false;                        // `table` is lb_build_table(backends, table_size)
+    std::shared_ptr<const dp::LbTable> table;  // null when no backend is eligible
+    uint64_t used = 0;                         // generation of the last build that had it
+  };
+  // The services of the last build, by ServiceSpec::name.
+  std::unordered_map<std::string, Service> services;
+  uint64_t generation = 0;
+  // The last route list (prefixes as added to the LPM tables, next hops) and its tables.
+  std::vector<std::pair<IpPrefix, uint32_t>> routes;
+  std::vector<dp::NextHop> next_hops;
+  std::shared_ptr<const dp::RouteTables> route_tables;
+};
+
+// What the last build did, for logs and the benchmark.
+struct BuildStats {
+  size_t tables_built = 0;
+  size_t tables_reused = 0;
+  bool routes_reused = false;
+};
+
+// Ids that outlive snapshots (backend counter slots and the addresses flows refer to), and the
+// build cache. Control thread only.
 struct Registries {
   StatRegistry stats;
   AddrRegistry addrs;
+  BuildCache cache;
+  BuildStats last_build;
 };
 
+// Builds a snapshot of `services` with the routes and neighbors of `cfg` and `ports`. Reuses
+// from `reg.cache` the lookup tables of services whose backends, weights and table size did not
+// change and the LPM tables when the routes did not; on success the cache holds this build.
+// A service without a table_size gets dp::lb_auto_table_size().
 Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<ServiceSpec>& services,
                                      const std::vector<dp::PortRuntime>& ports, Registries& reg,
                                      uint64_t version);

@@ -16,7 +16,11 @@ bool SnapshotPublisher::init(uint32_t max_workers) {
 
 void SnapshotPublisher::publish(dp::Snapshot* s) {
   const dp::Snapshot* old = slot_.current.exchange(s, std::memory_order_acq_rel);
-  if (old) retired_.emplace_back(rte_rcu_qsbr_start(qsbr_), old);
+  if (old) {
+    const uint64_t token = rte_rcu_qsbr_start(qsbr_);
+    retired_.emplace_back(token, old);
+    if (on_retire_) on_retire_(old, token);
+  }
   reclaim();
 }
 
@@ -25,6 +29,7 @@ size_t SnapshotPublisher::reclaim() {
   for (auto& [token, snap] : retired_) {
     // Non-blocking check: 1 when every online worker passed a quiescent state since `token`.
     if (rte_rcu_qsbr_check(qsbr_, token, false) == 1) {
+      if (on_free_) on_free_(snap);
       dp::snapshot_free(const_cast<dp::Snapshot*>(snap));
     } else {
       retired_[kept++] = {token, snap};
@@ -35,7 +40,10 @@ size_t SnapshotPublisher::reclaim() {
 }
 
 void SnapshotPublisher::shutdown() {
-  for (auto& [token, snap] : retired_) dp::snapshot_free(const_cast<dp::Snapshot*>(snap));
+  for (auto& [token, snap] : retired_) {
+    if (on_free_) on_free_(snap);
+    dp::snapshot_free(const_cast<dp::Snapshot*>(snap));
+  }
   retired_.clear();
   dp::snapshot_free(const_cast<dp::Snapshot*>(slot_.current.exchange(nullptr)));
   rte_free(qsbr_);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -29,11 +30,25 @@ class SnapshotPublisher {
   size_t reclaim();
   // Frees everything; only after the workers stopped.
   void shutdown();
+  // Snapshots replaced and not yet freed.
+  size_t retired_count() const { return retired_.size(); }
+
+  // Observers (tests): `on_retire(s, token)` right after `s` was replaced, with the
+  // rte_rcu_qsbr_start() token its grace period waits for; `on_free(s)` just before a retired
+  // snapshot is freed. Called on the control thread.
+  using RetireHook = std::function<void(const dp::Snapshot*, uint64_t token)>;
+  using FreeHook = std::function<void(const dp::Snapshot*)>;
+  void set_hooks(RetireHook on_retire, FreeHook on_free) {
+    on_retire_ = std::move(on_retire);
+    on_free_ = std::move(on_free);
+  }
 
  private:
   dp::SnapshotSlot slot_;
   rte_rcu_qsbr* qsbr_ = nullptr;
   std::vector<std::pair<uint64_t, const dp::Snapshot*>> retired_;
+  RetireHook on_retire_;
+  FreeHook on_free_;
 };
 
 }  // namespace meshgate::ctl

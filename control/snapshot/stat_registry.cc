@@ -5,23 +5,20 @@
 namespace meshgate::ctl {
 
 uint32_t StatRegistry::id_for(const std::string& service, const std::string& backend) {
-  auto key = std::make_pair(service, backend);
-  auto it = ids_.find(key);
-  if (it != ids_.end()) return it->second;
+  ServiceIds& s = services_[service];
+  auto it = s.by_backend.find(backend);
+  if (it != s.by_backend.end()) return it->second;
   if (names_.size() >= dp::kMaxBackendStats) return 0;
   const uint32_t id = uint32_t(names_.size());
   names_.push_back(Name{service, backend});
-  ids_.emplace(std::move(key), id);
+  s.by_backend.emplace(backend, id);
+  s.ids.push_back(id);
   return id;
 }
 
 std::vector<uint32_t> StatRegistry::ids_of(const std::string& service) const {
-  std::vector<uint32_t> out;
-  for (auto it = ids_.lower_bound({service, ""}); it != ids_.end() && it->first.first == service;
-       ++it) {
-    out.push_back(it->second);
-  }
-  return out;
+  auto it = services_.find(service);
+  return it == services_.end() ? std::vector<uint32_t>{} : it->second.ids;
 }
 
 }  // namespace meshgate::ctl

@@ -4,9 +4,8 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <string>
-#include <utility>
+#include <unordered_map>
 #include <vector>
 
 namespace meshgate::ctl {
@@ -21,11 +20,17 @@ class StatRegistry {
   uint32_t id_for(const std::string& service, const std::string& backend);
   // Names by id (index 0 = overflow).
   const std::vector<Name>& names() const { return names_; }
-  // Every id ever given to a backend of `service`.
+  // Every id ever given to a backend of `service`, in the order given.
   std::vector<uint32_t> ids_of(const std::string& service) const;
 
  private:
-  std::map<std::pair<std::string, std::string>, uint32_t> ids_;
+  // Hash maps: a mesh of 10,000 services and 100,000 endpoints is looked up on every rebuild
+  // whose services changed (docs/PERFORMANCE.md, control plane).
+  struct ServiceIds {
+    std::unordered_map<std::string, uint32_t> by_backend;
+    std::vector<uint32_t> ids;
+  };
+  std::unordered_map<std::string, ServiceIds> services_;
   std::vector<Name> names_{Name{"", "other"}};
 };
 

@@ -41,7 +41,10 @@ std::vector<uint32_t> lb_build_table(std::span<const LbBackend> backends, uint32
     if (backends[a].address != backends[b].address) return backends[a].address < backends[b].address;
     return backends[a].port < backends[b].port;
   });
-  std::vector<uint32_t> offset(n), skip(n), next(n, 0);
+  // pos[i] is backend i's next candidate, (offset + j*skip) mod M for its j-th probe, kept
+  // incrementally: one add and a conditional subtract per probe instead of a 64-bit division
+  // (the build is dominated by probes: about M ln M of them, most near the end of the fill).
+  std::vector<uint32_t> pos(n), skip(n);
   std::vector<uint64_t> credit(n, 0);
   uint32_t max_weight = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -50,7 +53,7 @@ std::vector<uint32_t> lb_build_table(std::span<const LbBackend> backends, uint32
     std::memcpy(id, b.address.b, 16);
     id[16] = uint8_t(b.port >> 8);
     id[17] = uint8_t(b.port);
-    offset[i] = uint32_t(hash64(id, sizeof id, 0xa5a5) % size);
+    pos[i] = uint32_t(hash64(id, sizeof id, 0xa5a5) % size);
     skip[i] = uint32_t(hash64(id, sizeof id, 0x5a5a) % (size - 1) + 1);
     max_weight = std::max(max_weight, b.weight);
   }
@@ -58,20 +61,26 @@ std::vector<uint32_t> lb_build_table(std::span<const LbBackend> backends, uint32
 
   // Weighted turns: every round each backend earns `weight` credit and takes one slot per
   // `max_weight` of credit, so slot counts are proportional to weights.
+  uint32_t* const t = table.data();
   uint32_t filled = 0;
   while (filled < size) {
     for (size_t i = 0; i < n && filled < size; ++i) {
       credit[i] += backends[order[i]].weight;
+      if (credit[i] < max_weight) continue;
+      uint32_t p = pos[i];
+      const uint32_t s = skip[i];
       while (credit[i] >= max_weight && filled < size) {
         credit[i] -= max_weight;
         uint32_t c;
         do {
-          c = uint32_t((offset[i] + uint64_t(next[i]) * skip[i]) % size);
-          ++next[i];
-        } while (table[c] != kNoBackend);
-        table[c] = order[i];
+          c = p;
+          p += s;  // p, s < size <= 2^31: no overflow
+          if (p >= size) p -= size;
+        } while (t[c] != kNoBackend);
+        t[c] = order[i];
         ++filled;
       }
+      pos[i] = p;
     }
   }
   return table;

@@ -5,11 +5,11 @@
 
 namespace meshgate::dp {
 
-void snapshot_free(Snapshot* s) {
-  if (!s) return;
-  if (s->lpm4) rte_lpm_free(s->lpm4);
-  if (s->lpm6) rte_lpm6_free(s->lpm6);
-  delete s;
+RouteTables::~RouteTables() {
+  if (lpm4) rte_lpm_free(lpm4);
+  if (lpm6) rte_lpm6_free(lpm6);
 }
+
+void snapshot_free(Snapshot* s) { delete s; }
 
 }  // namespace meshgate::dp

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -34,9 +35,28 @@ struct SnapService {
   uint16_t gue_port_be = 0;  // dsr-gue: outer UDP destination port
   uint32_t first_backend = 0;  // index into Snapshot::backends
   uint32_t n_backends = 0;
-  uint32_t table_offset = 0;   // index into Snapshot::lb_slots
+  const uint32_t* table = nullptr;  // Maglev lookup table (kept alive by Snapshot::lb_tables)
   uint32_t table_size = 0;     // 0 = no eligible backend
   std::string name;
+};
+
+// A service's Maglev lookup table: backend indices (relative to the service's first backend).
+// Immutable once built; shared by every snapshot whose service has the same backends, in the same
+// order, with the same weights and table size, so a rebuild reuses the tables of unchanged
+// services instead of refilling them.
+using LbTable = std::vector<uint32_t>;
+
+// The LPM tables built from a route list. Creating them costs tens of milliseconds (rte_lpm's
+// tbl24 alone is 64 MiB to zero), and routes rarely change when services do: snapshots built
+// from the same routes share one RouteTables, freed with the last snapshot (or builder cache)
+// that holds it. Freed on the control thread, after the grace period of every snapshot using it.
+struct RouteTables {
+  rte_lpm* lpm4 = nullptr;
+  rte_lpm6* lpm6 = nullptr;
+  RouteTables() = default;
+  RouteTables(const RouteTables&) = delete;
+  RouteTables& operator=(const RouteTables&) = delete;
+  ~RouteTables();
 };
 
 struct NextHop {
@@ -50,12 +70,15 @@ struct NextHop {
 template <typename Key>
 class FlatIndex {
  public:
-  void build(const std::vector<Key>& keys) {
+  // A key given twice is found at its first index; `first_of` (control side, optional) gets, for
+  // each key, the index of its first occurrence.
+  void build(const std::vector<Key>& keys, std::vector<uint32_t>* first_of = nullptr) {
     size_t cap = 16;
     while (cap < keys.size() * 2) cap <<= 1;
     mask_ = uint32_t(cap - 1);
     keys_.assign(cap, Key{});
     vals_.assign(cap, 0);
+    if (first_of) first_of->resize(keys.size());
     for (uint32_t i = 0; i < keys.size(); ++i) {
       uint32_t s = hash(keys[i]) & mask_;
       while (vals_[s] != 0 && !(keys_[s] == keys[i])) s = (s + 1) & mask_;
@@ -63,6 +86,7 @@ class FlatIndex {
         keys_[s] = keys[i];
         vals_[s] = i + 1;
       }
+      if (first_of) (*first_of)[i] = vals_[s] - 1;
     }
   }
   // The index of `k` in the vector given to build(), or -1.
@@ -121,10 +145,13 @@ struct Snapshot {
   uint64_t version = 0;
   std::vector<SnapService> services;
   std::vector<SnapBackend> backends;
-  std::vector<uint32_t> lb_slots;  // all services' lookup tables, back to back
+  // Owners of the services' lookup tables (SnapService::table). Workers read only the pointers;
+  // the control thread drops these references when it frees the snapshot.
+  std::vector<std::shared_ptr<const LbTable>> lb_tables;
   FlatIndex<ServiceKey> service_index;
   FlatIndex<BackendKey> backend_index;  // every service backend, by (address, port, proto)
   // For backend_index entry i: the services using it, backend_services[range.first ..+second].
+  // (Entries are per backend of every service; only the first of equal keys is ever found.)
   std::vector<std::pair<uint32_t, uint32_t>> backend_service_ranges;
   std::vector<uint32_t> backend_services;
   // VIPs whose echo requests are forwarded: echo_index entry i -> services[echo_services[i]].
@@ -140,8 +167,9 @@ struct Snapshot {
   std::vector<IpAddr> local_addresses;  // every port address
   std::vector<uint16_t> local_address_port;
   FlatIndex<IpAddr> local_index;
-  rte_lpm* lpm4 = nullptr;
+  rte_lpm* lpm4 = nullptr;   // == route_tables->lpm4, for workers
   rte_lpm6* lpm6 = nullptr;
+  std::shared_ptr<const RouteTables> route_tables;  // owner of lpm4 / lpm6
   std::vector<NextHop> next_hops;
   std::vector<StaticNeighbor> neighbors;
   FlatIndex<IpAddr> neighbor_index;
@@ -186,7 +214,8 @@ struct Snapshot {
   }
 };
 
-// Frees a snapshot including its DPDK-allocated LPM tables. Control thread, after a grace period.
+// Frees a snapshot, and the lookup and LPM tables no other snapshot (or the builder's cache)
+// shares. Control thread, after a grace period.
 void snapshot_free(Snapshot* s);
 
 }  // namespace meshgate::dp

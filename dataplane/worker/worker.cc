@@ -105,6 +105,7 @@ bool Worker::init(const WorkerParams& p) {
   if (!flows_.init(p_.max_flows, p_.socket, p_.timeouts, p_.addrs)) return false;
   tsc_hz_ = rte_get_tsc_hz();
   tsc_start_ = rte_rdtsc();
+  ns_per_tsc_q32_ = ns_per_tsc_q32(tsc_hz_);
   // Spread the workers' fullnat port searches.
   fullnat_cursor_ = p_.index * 7919u;
   return true;
@@ -148,7 +149,7 @@ double Worker::run_seconds() const {
 
 uint32_t Worker::poll_once() {
   const uint64_t t0 = rte_rdtsc();
-  if (!p_.replay) now_ns_ = (t0 - tsc_start_) * 1'000'000'000ull / tsc_hz_;
+  if (!p_.replay) now_ns_ = tsc_to_ns(t0 - tsc_start_, ns_per_tsc_q32_);
   snap_ = p_.snapshot->load();
   uint32_t total = 0;
   if (MG_LIKELY(snap_ != nullptr)) {
@@ -584,8 +585,7 @@ void Worker::stage_flow(rte_mbuf** pkts, uint16_t n) {
       continue;
     }
     const uint32_t bi =
-        svc->table_size ? lb_lookup(&snap_->lb_slots[svc->table_offset], svc->table_size, h)
-                        : kNoBackend;
+        svc->table_size ? lb_lookup(svc->table, svc->table_size, h) : kNoBackend;
     if (bi == kNoBackend) {
       next_[i] = kNextDrop;
       drop_[i] = Drop::kNoBackend;

@@ -50,6 +50,15 @@ inline constexpr uint16_t kFullnatFirstPort = 1024;
 inline constexpr uint32_t kFullnatRssTries = 64;
 inline constexpr uint32_t kFullnatMaxTries = 4096;
 
+// TSC cycles -> nanoseconds as a 32.32 fixed-point multiply. `cycles * 10^9 / hz` overflows 64
+// bits after 2^64 / 10^9 cycles (about 7 s at 2.5 GHz) and the clock would jump back.
+inline uint64_t ns_per_tsc_q32(uint64_t tsc_hz) {
+  return uint64_t((static_cast<unsigned __int128>(1'000'000'000ull) << 32) / tsc_hz);
+}
+inline uint64_t tsc_to_ns(uint64_t cycles, uint64_t ns_per_tsc_q32) {
+  return uint64_t((static_cast<unsigned __int128>(cycles) * ns_per_tsc_q32) >> 32);
+}
+
 struct WorkerParams {
   uint16_t index = 0;  // worker number; also its RX/TX queue id on every port
   uint16_t n_workers = 1;
@@ -261,6 +270,7 @@ class Worker {
   uint64_t now_ns_ = 0;
   uint64_t tsc_hz_ = 0;
   uint64_t tsc_start_ = 0;
+  uint64_t ns_per_tsc_q32_ = 0;  // nanoseconds per TSC cycle, 32.32 fixed point
   uint32_t fullnat_cursor_ = 0;
   double icmp_tokens_ = kIcmpErrorBurst;
   uint64_t icmp_last_ns_ = 0;

@@ -234,6 +234,9 @@ f = est[0]
 assert f["vip"] == "203.0.113.10:80" and f["backend"] == "198.51.100.11:8080", f
 assert f["client"].startswith("192.0.2.2:") and f["service"] == "web" and f["worker"] == 0, f
 assert f["expires_in_ms"] > 0
+# Age on the worker's clock: the connection was opened before the sleep and the queries above.
+assert f["mode"] == "dnat" and f["local"] == "" and 200 <= f["age_ms"] < 60000, f
+assert all(g["age_ms"] >= 0 for g in d["flows"])
 assert len(tcp) >= 4
 PY
 get "/flows?limit=1" | python3 -c "import json,sys; d=json.load(sys.stdin); assert d['count']==1 and d['truncated'], d" \
@@ -260,7 +263,7 @@ assert len({len(l) for l in rows}) == 1, rows
 PY
 ctl flows >"$TMP/ctl-flows.txt" || fail "meshgate-ctl flows"
 cat "$TMP/ctl-flows.txt"
-grep -Eq '^ +0  TCP +192\.0\.2\.2:[0-9]+ +203\.0\.113\.10:80 +198\.51\.100\.11:8080 +web +ESTABLISHED +[0-9]+$' \
+grep -Eq '^ +0  TCP +192\.0\.2\.2:[0-9]+ +203\.0\.113\.10:80 +198\.51\.100\.11:8080 +web +dnat +ESTABLISHED +[0-9]+ +[0-9]+$' \
   "$TMP/ctl-flows.txt" || fail "flows: no ESTABLISHED row"
 ctl flows --limit 1 | tail -n 1 | grep -q "^1 flow (limit 1 reached" || fail "flows --limit 1"
 ctl stats >"$TMP/ctl-stats.txt" || fail "meshgate-ctl stats"

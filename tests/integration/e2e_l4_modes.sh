@@ -77,6 +77,8 @@ vip = "2001:db8:100::11"
 port = 80
 mode = "fullnat"
 $(backends 2001:db8:1::1 8080)
+[admin]
+listen = "$MG_ADMIN"
 TOML
 start_gateway "$TMP/gw.toml"
 for i in 1 2 3; do

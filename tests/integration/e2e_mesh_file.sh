@@ -55,6 +55,8 @@ addresses = ["198.51.100.1/24"]
 [mesh]
 source = "file"
 path = "$TMP/mesh.toml"
+[admin]
+listen = "$MG_ADMIN"
 TOML
 start_gateway "$TMP/gw.toml"
 grep -q "event=snapshot_published version=1 reason=mesh" "$TMP/gateway.log" || fail "first snapshot not from the mesh file"

@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
 # meshgate with [mesh] source = "xds" against meshgate-meshserver: a VIP learned over xDS carries
 # real traffic (curl from a client namespace to python3 http.server in a backend namespace).
-# Editing the server's mesh file moves new flows to the other workload within 1 s while an
-# established connection stays on its backend; killing the server leaves traffic flowing on the
-# last snapshot.
+# meshgate starts first, with the server down: /ready answers 503 and the xDS metrics count the
+# failed attempts until the server comes up; then /ready turns 200. /metrics (meshgate_xds_*),
+# /config_dump (the learned services and endpoints with weight, health, tunnel, identity) and
+# meshgate-ctl services (the same backends, active flows per backend) are checked before and
+# after an edit of the server's mesh file, which moves new flows to the other workload within
+# 1 s while an established connection stays on its backend; killing the server leaves traffic
+# flowing on the last snapshot and /ready at 200.
 source "$(dirname "$0")/lib.sh"
 require_root
 MG_MESHSERVER=${MG_MESHSERVER:?MG_MESHSERVER must point at meshgate-meshserver}
+MG_CTL=${MG_CTL:?MG_CTL must point at meshgate-ctl}
+A=$MG_ADMIN
+# The xDS server's address is fixed before it runs (the gateway starts first): the loopback
+# address of this run's admin API, another port.
+MS_ADDR="${MG_ADMIN%:*}:15010"
 
 CLI=mxc$ID BE=mxb$ID GWC=gxc$ID GWB=gxb$ID
 add_host "$CLI" "$GWC" 192.0.2.2/24 192.0.2.1
@@ -33,7 +42,8 @@ for b in 11 12; do
   PIDS+=($!)
 done
 
-# mesh_file ADDRESS...: the service's endpoints are the workloads at these addresses.
+# mesh_file ADDRESS...: the service's endpoints are the workloads at these addresses. Workload
+# 11 is an HBONE workload of service account web-v1 with capacity 3; workload 12 a plain one.
 mesh_file() {
   cat <<TOML
 [[mesh_service]]
@@ -46,6 +56,9 @@ ports = [{ service_port = 80, target_port = 8080 }]
 uid = "cluster1//v1/Pod/demo/web-11"
 namespace = "demo"
 addresses = ["198.51.100.11"]
+tunnel = "hbone"
+service_account = "web-v1"
+capacity = 3
 TOML
   [[ " $* " == *" 198.51.100.11 "* ]] && echo 'services = { "demo/web.demo.svc.cluster.local" = [] }'
   cat <<TOML
@@ -61,12 +74,6 @@ TOML
 write_mesh() { mesh_file "$@" >"$TMP/mesh.toml.new" && mv "$TMP/mesh.toml.new" "$TMP/mesh.toml"; }
 write_mesh 198.51.100.11
 
-"$MG_MESHSERVER" --mesh-file "$TMP/mesh.toml" --listen 127.0.0.1:0 >"$TMP/meshserver.log" 2>&1 &
-MS_PID=$!
-PIDS+=($MS_PID)
-wait_for 10 grep -q "event=meshserver_listening" "$TMP/meshserver.log" || fail "meshserver did not start"
-PORT=$(sed -n 's/.*event=meshserver_listening port=\([0-9]*\).*/\1/p' "$TMP/meshserver.log")
-
 cat >"$TMP/gw.toml" <<TOML
 [gateway]
 workers = 1
@@ -80,19 +87,131 @@ device = "net_af_packet_b$ID,iface=$GWB"
 addresses = ["198.51.100.1/24"]
 [mesh]
 source = "xds"
-address = "127.0.0.1:$PORT"
+address = "$MS_ADDR"
 tls = false
 cluster_id = "cluster1"
+[admin]
+listen = "$A"
 TOML
 "$MG_BIN" --config "$TMP/gw.toml" --check | grep -qx "config ok" || fail "--check"
+
+code() { curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$@" || true; }
+aget() { curl -sS --fail-with-body --max-time 10 "http://$A$1"; }
+
+note "meshgate first, the xDS server down: /ready is 503 until the first sync"
 start_gateway "$TMP/gw.toml"
-wait_for 10 grep -q "event=mesh_applied.*synced=true" "$TMP/gateway.log" || fail "no synced mesh snapshot"
+wait_for 10 grep -q "event=xds_connect_failed" "$TMP/gateway.log" || fail "no failed xDS attempt logged"
+[[ $(code "http://$A/ready") == 503 ]] || fail "/ready must be 503 before the first sync"
+[[ $(curl -s "http://$A/ready") == "not ready: waiting for the first full sync of the mesh source" ]] \
+  || fail "/ready body: $(curl -s "http://$A/ready")"
+[[ $(code "http://$A/healthz") == 200 ]] || fail "/healthz must be 200 while workers poll"
+aget /metrics >"$TMP/m0.txt"
+python3 - "$TMP/m0.txt" <<'PY' || fail "/metrics before the server: $(grep -E '^meshgate_(xds|ready)' "$TMP/m0.txt")"
+import sys
+v = {l.rsplit(" ", 1)[0]: float(l.rsplit(" ", 1)[1]) for l in open(sys.argv[1]) if not l.startswith("#")}
+assert v["meshgate_ready"] == 0 and v["meshgate_xds_synced"] == 0 and v["meshgate_xds_connected"] == 0, v
+assert v["meshgate_xds_connect_failures_total"] >= 1 and v["meshgate_xds_connects_total"] == 0
+assert v['meshgate_xds_resources{kind="workload"}'] == 0 and v["meshgate_xds_acks_total"] == 0
+assert v["meshgate_xds_backoff_ms"] >= 10
+assert v["meshgate_snapshot_version"] == 1
+PY
+sleep 1
+[[ $(code "http://$A/ready") == 503 ]] || fail "/ready must stay 503 while the server is down"
+note "observed /ready 503 for more than 1 s with the server down"
+
+"$MG_MESHSERVER" --mesh-file "$TMP/mesh.toml" --listen "$MS_ADDR" >"$TMP/meshserver.log" 2>&1 &
+MS_PID=$!
+PIDS+=($MS_PID)
+wait_for 10 grep -q "event=meshserver_listening" "$TMP/meshserver.log" || fail "meshserver did not start"
+t0=$(date +%s%N)
+wait_for 20 bash -c "[[ \$(curl -s http://$A/ready) == ready ]]" || fail "/ready not 200 after the server came up"
+note "/ready 200 $(( ($(date +%s%N) - t0) / 1000000 )) ms after the server came up (reconnect backoff)"
+grep -q "event=mesh_applied.*synced=true" "$TMP/gateway.log" || fail "no synced mesh snapshot"
 grep -q "event=meshserver_ack type=address" "$TMP/meshserver.log" || fail "server saw no ACK"
 for b in 11 12; do
   wait_for 10 ip netns exec "$BE" bash -c "echo >/dev/tcp/198.51.100.$b/8080" || fail "http.server $b"
 done
 
 get() { ip netns exec "$CLI" curl -sS --max-time 3 http://203.0.113.20/id.txt; }
+
+# truth PHASE: /metrics, /config_dump, /flows and meshgate-ctl services agree with the mesh file
+# the server serves: workload 11 (weight 3, HBONE, web-v1) "before" the edit, workload 12
+# (weight 1, no tunnel, default account) "after" it, with the keep-alive flow still on 11.
+truth() {
+  local phase=$1
+  aget /metrics >"$TMP/metrics-$phase.txt" || fail "/metrics ($phase)"
+  aget /config_dump >"$TMP/config-$phase.json" || fail "/config_dump ($phase)"
+  aget "/flows?limit=1000" >"$TMP/flows-$phase.json" || fail "/flows ($phase)"
+  "$MG_CTL" --admin "$A" services >"$TMP/services-$phase.txt" || fail "meshgate-ctl services ($phase)"
+  cat "$TMP/services-$phase.txt"
+  python3 - "$phase" "$TMP" <<'PY' || fail "admin API does not show the truth ($phase)"
+import json, sys, time
+phase, tmp = sys.argv[1], sys.argv[2]
+name = "demo/web.demo.svc.cluster.local:80"
+v = {}
+for l in open(f"{tmp}/metrics-{phase}.txt"):
+    if not l.startswith("#"):
+        k, x = l.rsplit(" ", 1)
+        v[k] = float(x)
+cfg = json.load(open(f"{tmp}/config-{phase}.json"))
+flows = json.load(open(f"{tmp}/flows-{phase}.json"))
+services = open(f"{tmp}/services-{phase}.txt").read().splitlines()
+
+# meshgate_xds_*: one stream, every response ACKed, what the server holds.
+assert v["meshgate_xds_connected"] == 1 and v["meshgate_xds_synced"] == 1, v
+assert v["meshgate_xds_connects_total"] == 1 and v["meshgate_xds_connect_failures_total"] >= 1
+assert v["meshgate_xds_nacks_total"] == 0 and v["meshgate_xds_resources_rejected_total"] == 0
+resp = v['meshgate_xds_responses_total{type="address"}'] + v['meshgate_xds_responses_total{type="authorization"}']
+assert v["meshgate_xds_acks_total"] == resp >= 2, (v["meshgate_xds_acks_total"], resp)
+assert v['meshgate_xds_resources{kind="workload"}'] == 2
+assert v['meshgate_xds_resources{kind="service"}'] == 1
+assert v['meshgate_xds_resources{kind="authorization"}'] == 0
+assert abs(v["meshgate_xds_last_sync_unix_ms"] / 1000 - time.time()) < 60
+assert v["meshgate_ready"] == 1 and v["meshgate_snapshot_version"] == cfg["snapshot_version"] >= 2
+if phase == "after":
+    before = {}
+    for l in open(f"{tmp}/metrics-before.txt"):
+        if not l.startswith("#"):
+            k, x = l.rsplit(" ", 1)
+            before[k] = float(x)
+    assert v['meshgate_xds_responses_total{type="address"}'] > before['meshgate_xds_responses_total{type="address"}']
+    assert v["meshgate_snapshot_version"] > before["meshgate_snapshot_version"]
+
+# /config_dump: the service learned over xDS and its endpoints as the file says.
+svc = [s for s in cfg["services"] if s["name"] == name]
+assert len(svc) == 1 and len(cfg["services"]) == 1, cfg["services"]
+s = svc[0]
+assert (s["vip"], s["port"], s["protocol"], s["mode"], s["source"], s["table_size"]) == \
+    ("203.0.113.20", 80, "tcp", "dnat", "mesh", 1009), s
+w11 = {"address": "198.51.100.11", "port": 8080, "weight": 3, "health": "healthy",
+       "tunnel_protocol": "hbone", "identity": "spiffe://cluster.local/ns/demo/sa/web-v1",
+       "uid": "cluster1//v1/Pod/demo/web-11"}
+w12 = {"address": "198.51.100.12", "port": 8080, "weight": 1, "health": "healthy",
+       "tunnel_protocol": "none", "identity": "spiffe://cluster.local/ns/demo/sa/default",
+       "uid": "cluster1//v1/Pod/demo/web-12"}
+live, gone = ("198.51.100.11", "198.51.100.12") if phase == "before" else ("198.51.100.12", "198.51.100.11")
+assert s["endpoints"] == [w11 if phase == "before" else w12], s["endpoints"]
+
+# /flows: the keep-alive connection is ESTABLISHED on workload 11 in both phases.
+assert flows["complete"] and not flows["truncated"]
+est = [f for f in flows["flows"] if f["state"] == "ESTABLISHED" and f["vip"] == "203.0.113.20:80"]
+assert len(est) == 1 and est[0]["backend"] == "198.51.100.11:8080" and est[0]["service"] == name, est
+active = sum(1 for f in flows["flows"] if f["backend"] == live + ":8080" and f["service"] == name)
+
+# meshgate-ctl services: the same backend, with the flows /flows lists for it.
+assert [l.split() for l in services if l.startswith("TCP ")] == [["TCP", "203.0.113.20:80", "dnat", name]], services
+rows = [l.split() for l in services if l.startswith("  -> ") and "Backend:Port" not in l]
+assert [r[1] for r in rows] == [live + ":8080"], rows
+_, addr, weight, health, act, packets, created = rows[0]
+assert weight == str(s["endpoints"][0]["weight"]) and health == "healthy", rows
+assert int(act) == active and active >= (2 if phase == "before" else 4), (act, active)
+assert int(packets) > 0 and int(created) >= active, rows
+assert not any(gone in l for l in services), services
+print(f"truth {phase}: {addr} weight {weight}, {act} active flows, snapshot {cfg['snapshot_version']}, "
+      f"{int(v['meshgate_xds_acks_total'])} ACKs")
+PY
+}
+
 
 note "the VIP learned over xDS reaches workload 11"
 for i in 1 2 3; do
@@ -118,6 +237,9 @@ PIDS+=($OLD_PID)
 wait_for 5 grep -q "^first" "$TMP/oldflow.out" || fail "old flow did not start: $(cat "$TMP/oldflow.out")"
 grep -q "^first backend 11" "$TMP/oldflow.out" || fail "old flow: $(cat "$TMP/oldflow.out")"
 
+note "the admin API before the edit"
+truth before
+
 note "edit the server's file: the service moves to workload 12"
 t0=$(date +%s%N)
 write_mesh 198.51.100.12
@@ -131,6 +253,9 @@ note "new flows moved after ${moved} ms"
 (( moved <= 1000 )) || fail "new flows moved after ${moved} ms (want <= 1000)"
 for i in 1 2 3; do [[ $(get) == "backend 12" ]] || fail "new flow #$i not on workload 12"; done
 grep -q "event=meshserver_push type=address nonce=3 resources=2 removed=0" "$TMP/meshserver.log" || fail "server pushed no change (both workloads changed)"
+
+note "the admin API after the edit"
+truth after
 
 note "the established connection stays on workload 11"
 touch "$TMP/go"
@@ -147,6 +272,11 @@ for i in 1 2 3 4 5; do
   sleep 0.3
 done
 grep -q "event=xds_connect_failed" "$TMP/gateway.log" || fail "no reconnect attempts logged"
+[[ $(code "http://$A/ready") == 200 ]] || fail "/ready must stay 200 once synced (the last snapshot serves)"
+aget /metrics >"$TMP/metrics-lost.txt"
+grep -qx "meshgate_xds_connected 0" "$TMP/metrics-lost.txt" || fail "meshgate_xds_connected after the server died"
+grep -qx "meshgate_xds_disconnects_total 1" "$TMP/metrics-lost.txt" || fail "meshgate_xds_disconnects_total"
+grep -qx "meshgate_xds_synced 1" "$TMP/metrics-lost.txt" || fail "meshgate_xds_synced must stay 1"
 
 stop_gateway TERM
 S=$TMP/stats.json

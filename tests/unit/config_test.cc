@@ -159,6 +159,7 @@ port = 80
   EXPECT_TRUE(c.mesh.tls);
   EXPECT_EQ(c.mesh.cluster_id, "Kubernetes");
   EXPECT_EQ(c.mesh.mode, ForwardMode::kDnat);
+  EXPECT_EQ(c.mesh.table_size, 0u);
   EXPECT_EQ(c.hbone.port, kDefaultHbonePort);
   EXPECT_EQ(c.hbone.trust_domain, "cluster.local");
   EXPECT_EQ(c.admin.listen, "127.0.0.1:15000");
@@ -784,6 +785,14 @@ source = "xds"
 mode = "dsr-gue"
 )",
      2, 8, "mesh.mode", "expected one of dnat, fullnat, proxy"},
+    {"mesh_table_size_not_prime", R"([mesh]
+table_size = 1000
+)",
+     2, 14, "mesh.table_size", "(not prime; next prime: 1009)"},
+    {"mesh_table_size_too_small", R"([mesh]
+table_size = 5
+)",
+     2, 14, "mesh.table_size", "expected an integer: 0 (automatic) or a prime 7..4194301, got 5"},
     {"hbone_certificate_without_key", R"([hbone]
 cert_chain = "gw.pem"
 )",

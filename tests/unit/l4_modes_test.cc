@@ -235,6 +235,36 @@ TEST(Fullnat, source_ports_are_unique_per_backend_and_the_local_address_answers_
   EXPECT_EQ(pkt::decode(echo[0]).icmp_type, pkt::kIcmpEchoReply);
 }
 
+TEST(Fullnat, a_flow_dump_shows_the_local_source_the_mode_and_the_age) {
+  using test::kSec;
+  DataplaneHarness h(kModes);
+  const auto out = h.send(tcp_frame("192.0.2.5", 40000, "203.0.113.11", 80, pkt::kTcpSyn), kT0);
+  ASSERT_EQ(out.size(), 1u);
+  const auto d = pkt::decode(out[0]);
+  ASSERT_EQ(h.send(tcp_frame("192.0.2.6", 40001, "203.0.113.10", 80, pkt::kTcpSyn), kT0 + 2 * kSec).size(), 1u);
+  h.tick(kT0 + 3 * kSec + 250'000'000);
+  std::vector<dp::FlowRecord> recs(4);
+  dp::FlowDumpRequest req;
+  req.records = recs.data();
+  req.max = 4;
+  ASSERT_TRUE(h.worker().post_flow_dump(&req));
+  h.tick(kT0 + 3 * kSec + 250'000'000);
+  ASSERT_TRUE(req.done.load());
+  ASSERT_EQ(req.count, 2u);
+  std::map<std::string, dp::FlowRecord> by_client;
+  for (uint32_t i = 0; i < req.count; ++i) by_client[recs[i].client.str()] = recs[i];
+  const dp::FlowRecord& fn = by_client.at("192.0.2.5");
+  EXPECT_EQ(fn.mode, dp::Mode::kFullnat);
+  EXPECT_EQ(fn.local.str(), "198.51.100.2");
+  EXPECT_EQ(fn.local_port, d.sport) << "the source port the backend saw";
+  EXPECT_EQ(fn.backend, d.dst);
+  EXPECT_EQ(fn.age_ms, 3250u) << "worker clock since the first packet";
+  const dp::FlowRecord& dn = by_client.at("192.0.2.6");
+  EXPECT_EQ(dn.mode, dp::Mode::kDnat);
+  EXPECT_EQ(dn.local_port, 0);
+  EXPECT_EQ(dn.age_ms, 1250u);
+}
+
 TEST(Fullnat, udp_request_and_response) {
   DataplaneHarness h(kModes);
   const auto out = h.send(udp_frame("192.0.2.7", 3333, "203.0.113.11", 53), kT0);

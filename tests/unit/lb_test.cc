@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <random>
 
 #include "dataplane/lb/lb.h"
@@ -95,6 +96,58 @@ TEST(Maglev, removing_one_of_n_backends_moves_about_one_nth_of_the_slots) {
     // Slots of the removed backend must move (1/n); Maglev bounds the collateral churn.
     EXPECT_GE(frac, 1.0 / n * 0.99);
     EXPECT_LE(frac, 2.0 / n);
+  }
+}
+
+// Maglev §3.4 as written: permutation[j] = (offset + j * skip) mod M with a division per probe,
+// turns in address:port order, weighted credit. lb_build_table keeps the position incrementally
+// instead; the tables must be the same slot for slot (gateways of different versions side by
+// side, and the golden captures, depend on it).
+std::vector<uint32_t> reference_table(const std::vector<LbBackend>& bs, uint32_t size) {
+  std::vector<uint32_t> table(size, kNoBackend), order(bs.size());
+  for (uint32_t i = 0; i < bs.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return bs[a].address != bs[b].address ? bs[a].address < bs[b].address : bs[a].port < bs[b].port;
+  });
+  std::vector<uint64_t> offset(bs.size()), skip(bs.size()), next(bs.size(), 0), credit(bs.size(), 0);
+  uint32_t max_w = 0;
+  for (size_t i = 0; i < bs.size(); ++i) {
+    const LbBackend& b = bs[order[i]];
+    uint8_t id[18];
+    std::memcpy(id, b.address.b, 16);
+    id[16] = uint8_t(b.port >> 8);
+    id[17] = uint8_t(b.port);
+    offset[i] = hash64(id, sizeof id, 0xa5a5) % size;
+    skip[i] = hash64(id, sizeof id, 0x5a5a) % (size - 1) + 1;
+    max_w = std::max(max_w, b.weight);
+  }
+  if (max_w == 0) return table;
+  for (uint32_t filled = 0; filled < size;) {
+    for (size_t i = 0; i < bs.size() && filled < size; ++i) {
+      for (credit[i] += bs[order[i]].weight; credit[i] >= max_w && filled < size; credit[i] -= max_w) {
+        uint64_t c;
+        do c = (offset[i] + next[i]++ * skip[i]) % size;
+        while (table[c] != kNoBackend);
+        table[c] = order[i];
+        ++filled;
+      }
+    }
+  }
+  return table;
+}
+
+TEST(Maglev, the_fill_gives_the_papers_table_slot_for_slot) {
+  std::mt19937 rng(7);
+  for (uint32_t size : {7u, 251u, 1009u, 2027u, 65537u}) {
+    for (int r = 0; r < 20; ++r) {
+      std::vector<LbBackend> bs(1 + rng() % std::min<uint32_t>(size, 40));
+      for (auto& b : bs) {
+        for (auto& byte : b.address.b) byte = uint8_t(rng());
+        b.port = uint16_t(rng());
+        b.weight = rng() % 4;
+      }
+      ASSERT_EQ(lb_build_table(bs, size), reference_table(bs, size)) << size << " slots";
+    }
   }
 }
 

@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "dataplane/lb/lb.h"
+
 namespace meshgate::ctl::mesh {
 namespace {
 
@@ -245,6 +247,39 @@ TEST(MeshMapping, StaticServicesKeepTheirVipPort) {
   EXPECT_EQ(r.stats.duplicate_vips, 1u);
   ASSERT_EQ(r.notes.size(), 1u);
   EXPECT_NE(r.notes[0].find("10.96.0.10:80/tcp is already used"), std::string::npos);
+}
+
+TEST(MeshMapping, AutomaticTableSizeGivesEachEndpointAHundredSlotsInDoublingBands) {
+  // 1009 x 2^k, rounded up to a prime, the first that holds 100 slots per endpoint.
+  const std::pair<size_t, uint32_t> cases[] = {{0, 1009},    {1, 1009},    {10, 1009},
+                                               {11, 2027},   {20, 2027},   {21, 4049},
+                                               {40, 4049},   {41, 8081},   {1000, 129169}};
+  for (const auto& [n, want] : cases) {
+    EXPECT_EQ(mesh_table_size(n, 0), want) << n << " endpoints";
+    EXPECT_TRUE(dp::is_prime(want));
+    EXPECT_GE(uint64_t(want), 100ull * n);
+  }
+  // The size moves only when the endpoint count leaves its band: a pod added to a deployment of
+  // 12 keeps every slot count, and so Maglev's ~1/N disruption.
+  EXPECT_EQ(mesh_table_size(12, 0), mesh_table_size(13, 0));
+}
+
+TEST(MeshMapping, ConfiguredTableSizeIsUsedWhenEveryEndpointFitsIn) {
+  EXPECT_EQ(mesh_table_size(10, 65537), 65537u);
+  EXPECT_EQ(mesh_table_size(7, 7), 7u);
+  // Fewer slots than endpoints: some endpoint would get none, so the automatic size is used.
+  EXPECT_EQ(mesh_table_size(8, 7), 1009u);
+}
+
+TEST(MeshMapping, SpecsCarryTheMeshTableSize) {
+  std::vector<Workload> ws;
+  for (int i = 0; i < 11; ++i) ws.push_back(wl("w" + std::to_string(i), ("10.0.0." + std::to_string(i + 1)).c_str()));
+  auto r = map_mesh(model(web(), ws), {});
+  ASSERT_EQ(r.specs.size(), 1u);
+  EXPECT_EQ(r.specs[0].table_size, 2027u);
+  MappingOptions opt;
+  opt.table_size = 4099;
+  EXPECT_EQ(map_mesh(model(web(), ws), opt).specs[0].table_size, 4099u);
 }
 
 TEST(MeshMapping, PoliciesAreCounted) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "apps/meshgate-ctl/render.h"
+#include "control/admin/admin.h"
 
 namespace meshgate::ctl_tool {
 namespace {
@@ -43,11 +44,14 @@ json flows(bool truncated = false, bool complete = true) {
     "count": 3, "limit": 100000, "workers": 2, "workers_answered": 2,
     "flows": [
       {"worker": 0, "protocol": "tcp", "client": "192.0.2.2:40000", "vip": "203.0.113.10:80",
-       "backend": "198.51.100.11:8080", "service": "web", "state": "ESTABLISHED", "expires_in_ms": 7199500},
+       "local": "", "backend": "198.51.100.11:8080", "service": "web", "mode": "dnat",
+       "state": "ESTABLISHED", "age_ms": 500, "expires_in_ms": 7199500},
       {"worker": 1, "protocol": "tcp", "client": "192.0.2.2:40001", "vip": "203.0.113.10:80",
-       "backend": "198.51.100.11:8080", "service": "web", "state": "TIME_WAIT", "expires_in_ms": -3},
+       "local": "", "backend": "198.51.100.11:8080", "service": "web", "mode": "dnat",
+       "state": "TIME_WAIT", "age_ms": 61234, "expires_in_ms": -3},
       {"worker": 1, "protocol": "tcp", "client": "[2001:db8:2::2]:40002", "vip": "[2001:db8:100::10]:80",
-       "backend": "[2001:db8:1::11]:8080", "service": "web6", "state": "SYN_SENT", "expires_in_ms": 29000}]})");
+       "local": "", "backend": "[2001:db8:1::11]:8080", "service": "web6", "mode": "dnat",
+       "state": "SYN_SENT", "age_ms": 1000, "expires_in_ms": 29000}]})");
   f["truncated"] = truncated;
   f["complete"] = complete;
   if (!complete) f["workers_answered"] = 1;
@@ -84,17 +88,74 @@ TEST(CtlFlows, OneAlignedRowPerFlowAndACountLine) {
   ASSERT_EQ(l.size(), 5u);
   EXPECT_EQ(l[0],
             "Worker  Proto  Client                 VIP                    Backend                "
-            "Service  State        Expires(s)");
+            "Service  Mode  State        Age(s)  Expires(s)");
   EXPECT_EQ(l[1],
             "     0  TCP    192.0.2.2:40000        203.0.113.10:80        198.51.100.11:8080     "
-            "web      ESTABLISHED        7199");
-  EXPECT_EQ(l[2].substr(l[2].size() - 23), "TIME_WAIT             0") << "expired flows show 0";
+            "web      dnat  ESTABLISHED       0        7199");
+  EXPECT_EQ(l[2].substr(l[2].size() - 31), "TIME_WAIT        61           0") << "expired flows show 0";
   EXPECT_EQ(l[4], "3 flows");
   const std::string partial = render_flows(flows(true, false));
   EXPECT_NE(partial.find("3 flows (limit 100000 reached; more exist: use --limit) (only 1 of 2 "
                          "workers answered in time)"),
             std::string::npos)
       << partial;
+}
+
+TEST(CtlFlows, FullnatFlowsAddALocalColumn) {
+  json f = flows();
+  f["flows"][1]["mode"] = "fullnat";
+  f["flows"][1]["local"] = "198.51.100.2:1025";
+  const auto l = lines_of(render_flows(f));
+  ASSERT_EQ(l.size(), 5u);
+  EXPECT_EQ(l[0],
+            "Worker  Proto  Client                 VIP                    Local              "
+            "Backend                Service  Mode     State        Age(s)  Expires(s)");
+  EXPECT_EQ(l[2],
+            "     1  TCP    192.0.2.2:40001        203.0.113.10:80        198.51.100.2:1025  "
+            "198.51.100.11:8080     web      fullnat  TIME_WAIT        61           0");
+  EXPECT_NE(l[1].find("203.0.113.10:80        -                  198.51.100.11:8080"),
+            std::string::npos)
+      << l[1];
+}
+
+// The gateway's half: a worker's FlowRecord as GET /flows shows it.
+TEST(AdminFlows, FlowRecordJsonCarriesAgeModeAndTheFullnatSource) {
+  std::vector<meshgate::ctl::StatRegistry::Name> names = {{"", "other"}, {"web", "198.51.100.11:8080"}};
+  dp::FlowRecord r;
+  r.client = *IpAddr::parse("192.0.2.2");
+  r.client_port = 40000;
+  r.vip = *IpAddr::parse("203.0.113.10");
+  r.vip_port = 80;
+  r.backend = *IpAddr::parse("198.51.100.11");
+  r.backend_port = 8080;
+  r.local = *IpAddr::parse("198.51.100.2");
+  r.local_port = 1025;
+  r.proto = 6;
+  r.state = dp::TcpState::kEstablished;
+  r.mode = dp::Mode::kFullnat;
+  r.stat_id = 1;
+  r.expires_in_ms = 7199000;
+  r.age_ms = 1500;
+  r.worker = 1;
+  const json j = meshgate::ctl::flow_record_json(r, names);
+  EXPECT_EQ(j, json::parse(R"({"worker": 1, "protocol": "tcp", "client": "192.0.2.2:40000",
+    "vip": "203.0.113.10:80", "local": "198.51.100.2:1025", "backend": "198.51.100.11:8080",
+    "service": "web", "mode": "fullnat", "state": "ESTABLISHED", "age_ms": 1500,
+    "expires_in_ms": 7199000})"));
+  r.mode = dp::Mode::kDnat;
+  r.local = IpAddr{};
+  r.local_port = 0;
+  r.client = *IpAddr::parse("2001:db8:2::2");
+  EXPECT_EQ(meshgate::ctl::flow_record_json(r, names).at("local"), "");
+  EXPECT_EQ(meshgate::ctl::flow_record_json(r, names).at("mode"), "dnat");
+  EXPECT_EQ(meshgate::ctl::flow_record_json(r, names).at("client"), "[2001:db8:2::2]:40000");
+  // Rendered by meshgate-ctl as one row.
+  json all = {{"count", 1}, {"limit", 100}, {"truncated", false}, {"complete", true},
+              {"workers", 2}, {"workers_answered", 2}, {"flows", json::array({j})}};
+  EXPECT_NE(render_flows(all).find("198.51.100.2:1025  198.51.100.11:8080  web      fullnat  "
+                                   "ESTABLISHED       1        7199"),
+            std::string::npos)
+      << render_flows(all);
 }
 
 TEST(CtlStats, ShowsKeyCountersAndOnlyNonZeroDrops) {

@@ -565,6 +565,21 @@ TEST(WorkerRoute, packet_larger_than_the_egress_mtu_is_dropped) {
 namespace meshgate {
 namespace {
 
+TEST(WorkerClock, the_live_clock_does_not_wrap_after_seven_seconds) {
+  // cycles * 10^9 overflowed 64 bits after ~7.4 s at 2.5 GHz: a live worker's clock (conntrack
+  // timeouts, flow ages) jumped back to zero every 7.4 s.
+  for (const uint64_t hz : {1'000'000'000ull, 2'500'000'000ull, 3'700'000'000ull}) {
+    const uint64_t q = dp::ns_per_tsc_q32(hz);
+    uint64_t last = 0;
+    for (const double s : {0.001, 1.0, 7.0, 7.4, 7.5, 8.0, 3600.0, 86400.0 * 365}) {
+      const uint64_t ns = dp::tsc_to_ns(uint64_t(s * double(hz)), q);
+      EXPECT_GT(ns, last) << hz << " Hz, " << s << " s";
+      EXPECT_NEAR(double(ns), s * 1e9, s * 1e9 * 1e-8 + 1) << hz << " Hz, " << s << " s";
+      last = ns;
+    }
+  }
+}
+
 TEST(WorkerFlowDump, a_posted_dump_is_filled_between_bursts_with_every_flow) {
   DataplaneHarness h(test::kDemoTopology, 1 << 14);
   std::vector<Bytes> burst;

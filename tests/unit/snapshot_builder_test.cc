@@ -1,0 +1,219 @@
+// The snapshot builder's reuse of earlier work: a rebuild takes the Maglev tables of unchanged
+// services and the LPM tables of unchanged routes from the last build, and must give the same
+// snapshot a build from scratch gives. Also the grouping of backends by address (replies find
+// their services) and the cache forgetting services that left.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <rte_lpm.h>
+
+#include <memory>
+
+#include "control/snapshot/builder.h"
+#include "tests/support/dp_harness.h"
+#include "tests/support/frames.h"
+
+namespace meshgate {
+namespace {
+
+using test::A;
+
+struct Fixture {
+  ctl::Config cfg;
+  std::vector<dp::PortRuntime> ports;
+
+  explicit Fixture(const std::string& toml = test::kDemoTopology) {
+    test::init_eal_once();
+    auto c = ctl::parse_config(toml, "test.toml");
+    if (!c) throw std::runtime_error(c.error().str());
+    cfg = std::move(c.value());
+    for (size_t i = 0; i < cfg.ports.size(); ++i) {
+      dp::PortRuntime p;
+      p.name = cfg.ports[i].name;
+      p.index = uint16_t(i);
+      p.addresses = cfg.ports[i].addresses;
+      ports.push_back(p);
+    }
+  }
+  std::unique_ptr<dp::Snapshot, void (*)(dp::Snapshot*)> build(const std::vector<ctl::ServiceSpec>& s,
+                                                             ctl::Registries& reg, uint64_t v) {
+    auto r = ctl::build_snapshot(cfg, s, ports, reg, v);
+    if (!r) throw std::runtime_error(r.error().message);
+    return {*r, dp::snapshot_free};
+  }
+};
+
+ctl::ServiceSpec spec(const std::string& name, const char* vip, uint16_t port,
+                      std::vector<std::pair<const char*, uint32_t>> backends) {
+  ctl::ServiceSpec s;
+  s.name = name;
+  s.vip = A(vip);
+  s.port = port;
+  s.table_size = 1009;
+  for (const auto& [addr, w] : backends) {
+    ctl::EndpointSpec e;
+    e.address = A(addr);
+    e.port = 8080;
+    e.weight = w;
+    s.endpoints.push_back(e);
+  }
+  return s;
+}
+
+// Same services, backends, weights, tables and counter names (ids may differ between
+// registries).
+void expect_same_services(const dp::Snapshot& a, const ctl::Registries& ra, const dp::Snapshot& b,
+                          const ctl::Registries& rb) {
+  ASSERT_EQ(a.services.size(), b.services.size());
+  for (size_t i = 0; i < a.services.size(); ++i) {
+    const dp::SnapService& x = a.services[i];
+    const dp::SnapService& y = b.services[i];
+    SCOPED_TRACE(x.name);
+    EXPECT_EQ(x.name, y.name);
+    EXPECT_EQ(x.vip, y.vip);
+    EXPECT_EQ(x.port_be, y.port_be);
+    ASSERT_EQ(x.n_backends, y.n_backends);
+    for (uint32_t k = 0; k < x.n_backends; ++k) {
+      const dp::SnapBackend& p = a.backends[x.first_backend + k];
+      const dp::SnapBackend& q = b.backends[y.first_backend + k];
+      EXPECT_EQ(p.address, q.address);
+      EXPECT_EQ(p.port_be, q.port_be);
+      EXPECT_EQ(p.weight, q.weight);
+      EXPECT_EQ(ra.stats.names()[p.stat_id].backend, rb.stats.names()[q.stat_id].backend);
+      EXPECT_EQ(ra.stats.names()[p.stat_id].service, x.name);
+    }
+    ASSERT_EQ(x.table_size, y.table_size);
+    ASSERT_EQ(x.table == nullptr, y.table == nullptr);
+    if (x.table) {
+      EXPECT_TRUE(std::equal(x.table, x.table + x.table_size, y.table));
+    }
+  }
+}
+
+TEST(SnapshotBuilder, RebuildReusesUnchangedTablesAndEqualsABuildFromScratch) {
+  Fixture f;
+  std::vector<ctl::ServiceSpec> v1 = {
+      spec("same", "203.0.113.1", 80, {{"198.51.100.11", 1}, {"198.51.100.12", 1}}),
+      spec("weights", "203.0.113.2", 80, {{"198.51.100.11", 1}, {"198.51.100.12", 1}}),
+      spec("members", "203.0.113.3", 80, {{"198.51.100.11", 1}, {"198.51.100.12", 1}}),
+      spec("health", "203.0.113.4", 80, {{"198.51.100.11", 1}, {"198.51.100.12", 1}}),
+      spec("size", "203.0.113.5", 80, {{"198.51.100.11", 1}, {"198.51.100.12", 1}}),
+  };
+  ctl::Registries reg;
+  auto s1 = f.build(v1, reg, 1);
+  EXPECT_EQ(reg.last_build.tables_built, 5u);
+  EXPECT_FALSE(reg.last_build.routes_reused);
+
+  auto v2 = v1;
+  v2[1].endpoints[0].weight = 3;
+  v2[2].endpoints.push_back(v2[2].endpoints[0]);
+  v2[2].endpoints.back().address = A("198.51.100.13");
+  v2[3].endpoints[1].healthy = false;  // weight 0 in the table
+  v2[4].table_size = 2027;
+  auto s2 = f.build(v2, reg, 2);
+  EXPECT_EQ(reg.last_build.tables_reused, 1u);
+  EXPECT_EQ(reg.last_build.tables_built, 4u);
+  EXPECT_TRUE(reg.last_build.routes_reused);
+  // Shared, not copied: the unchanged service points at the first snapshot's table.
+  EXPECT_EQ(s2->services[0].table, s1->services[0].table);
+  EXPECT_NE(s2->services[1].table, s1->services[1].table);
+  EXPECT_EQ(s2->backends[s2->services[3].first_backend + 1].weight, 0u);
+
+  ctl::Registries fresh;
+  auto scratch = f.build(v2, fresh, 2);
+  expect_same_services(*s2, reg, *scratch, fresh);
+
+  // Back to the first specs: the tables equal the first build's, whichever way they were made.
+  auto s3 = f.build(v1, reg, 3);
+  expect_same_services(*s3, reg, *s1, reg);
+  // Counters keep their ids across rebuilds: the same backend of the same service, same slot.
+  EXPECT_EQ(s3->backends[0].stat_id, s1->backends[0].stat_id);
+}
+
+TEST(SnapshotBuilder, AServiceWithoutEligibleBackendsHasNoTableAndGetsOneBack) {
+  Fixture f;
+  ctl::Registries reg;
+  std::vector<ctl::ServiceSpec> v = {spec("web", "203.0.113.1", 80, {{"198.51.100.11", 0}})};
+  auto s1 = f.build(v, reg, 1);
+  EXPECT_EQ(s1->services[0].table, nullptr);
+  EXPECT_EQ(s1->services[0].table_size, 0u);
+  auto s2 = f.build(v, reg, 2);
+  EXPECT_EQ(s2->services[0].table, nullptr);
+  EXPECT_EQ(reg.last_build.tables_reused, 1u);
+  v[0].endpoints[0].weight = 1;
+  auto s3 = f.build(v, reg, 3);
+  ASSERT_NE(s3->services[0].table, nullptr);
+  EXPECT_EQ(s3->services[0].table[0], 0u);
+}
+
+TEST(SnapshotBuilder, RouteTablesAreSharedUntilTheRoutesChange) {
+  Fixture f;
+  ctl::Registries reg;
+  const std::vector<ctl::ServiceSpec> v = {spec("web", "203.0.113.1", 80, {{"198.51.100.11", 1}})};
+  auto s1 = f.build(v, reg, 1);
+  auto s2 = f.build(v, reg, 2);
+  EXPECT_EQ(s1->route_tables, s2->route_tables);
+  EXPECT_EQ(s2->lpm4, s1->lpm4);
+  std::weak_ptr<const dp::RouteTables> first = s1->route_tables;
+
+  Fixture g(std::string(test::kDemoTopology) + R"(
+[[route]]
+prefix = "10.0.0.0/8"
+via = "198.51.100.254"
+)");
+  g.cfg.routes.back().via = A("198.51.100.13");  // another next hop for 10/8
+  auto s3 = g.build(v, reg, 3);
+  EXPECT_FALSE(reg.last_build.routes_reused);
+  EXPECT_NE(s3->route_tables, s2->route_tables);
+  uint32_t nh = 0;
+  ASSERT_EQ(rte_lpm_lookup(s3->lpm4, A("10.1.2.3").v4_host(), &nh), 0);
+  EXPECT_EQ(s3->next_hops[nh].gateway, A("198.51.100.13"));
+  ASSERT_EQ(rte_lpm_lookup(s3->lpm4, A("192.0.2.1").v4_host(), &nh), 0);  // default route
+  EXPECT_EQ(s3->next_hops[nh].gateway, A("198.51.100.254"));
+  // The old tables go with the last snapshot that holds them (the cache moved on).
+  EXPECT_FALSE(first.expired());
+  s1.reset();
+  s2.reset();
+  EXPECT_TRUE(first.expired());
+}
+
+TEST(SnapshotBuilder, CacheForgetsServicesThatLeft) {
+  Fixture f;
+  ctl::Registries reg;
+  std::vector<ctl::ServiceSpec> v = {spec("a", "203.0.113.1", 80, {{"198.51.100.11", 1}}),
+                                     spec("b", "203.0.113.2", 80, {{"198.51.100.11", 1}})};
+  auto s1 = f.build(v, reg, 1);
+  EXPECT_EQ(reg.cache.services.size(), 2u);
+  v.pop_back();
+  auto s2 = f.build(v, reg, 2);
+  EXPECT_EQ(reg.cache.services.size(), 1u);
+  EXPECT_TRUE(reg.cache.services.contains("a"));
+}
+
+TEST(SnapshotBuilder, RepliesFindEveryServiceOfABackendOnce) {
+  Fixture f;
+  ctl::Registries reg;
+  auto dup = spec("dup", "203.0.113.3", 80, {{"198.51.100.12", 1}});
+  dup.endpoints.push_back(dup.endpoints[0]);  // listed twice
+  const std::vector<ctl::ServiceSpec> v = {
+      spec("a", "203.0.113.1", 80, {{"198.51.100.11", 1}, {"198.51.100.12", 1}}),
+      spec("b", "203.0.113.2", 80, {{"198.51.100.12", 1}}), dup};
+  auto s = f.build(v, reg, 1);
+  uint32_t n = 0;
+  const uint32_t* svcs = s->services_of_backend(A("198.51.100.12"), htons(8080), 6, &n);
+  ASSERT_EQ(n, 3u);
+  EXPECT_EQ(svcs[0], 0u);
+  EXPECT_EQ(svcs[1], 1u);
+  EXPECT_EQ(svcs[2], 2u);
+  svcs = s->services_of_backend(A("198.51.100.11"), htons(8080), 6, &n);
+  ASSERT_EQ(n, 1u);
+  EXPECT_EQ(svcs[0], 0u);
+  EXPECT_EQ(s->services_of_backend(A("198.51.100.11"), htons(8080), 17, &n), nullptr);
+  EXPECT_EQ(n, 0u);
+  EXPECT_TRUE(s->is_backend(A("198.51.100.12"), htons(8080), 6));
+  // Distinct VIPs, in service order.
+  EXPECT_EQ(s->vips, (std::vector<IpAddr>{A("203.0.113.1"), A("203.0.113.2"), A("203.0.113.3")}));
+  EXPECT_TRUE(s->is_vip(A("203.0.113.2")));
+}
+
+}  // namespace
+}  // namespace meshgate
