@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <ctime>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string_view>
@@ -183,6 +184,64 @@ std::string Admin::metrics_text() {
   return w.text();
 }
 
+namespace {
+
+// A policy as the mesh file writes it (INTERFACE.md): only the fields a match sets.
+json policy_json(const mesh::Policy& p) {
+  auto patterns = [](const std::vector<mesh::StringMatch>& v) {
+    json a = json::array();
+    for (const auto& m : v) a.push_back(m.pattern());
+    return a;
+  };
+  auto prefixes = [](const std::vector<IpPrefix>& v) {
+    json a = json::array();
+    for (const auto& x : v) a.push_back(x.str());
+    return a;
+  };
+  auto accounts = [](const std::vector<mesh::ServiceAccountMatch>& v) {
+    json a = json::array();
+    for (const auto& x : v) a.push_back(x.ns + "/" + x.service_account);
+    return a;
+  };
+  json groups = json::array();
+  for (const mesh::PolicyGroup& g : p.groups) {
+    json clauses = json::array();
+    for (const mesh::PolicyClause& c : g.clauses) {
+      json matches = json::array();
+      for (const mesh::PolicyMatch& m : c.matches) {
+        json o = json::object();
+        auto put = [&o](const char* key, json v) {
+          if (!v.empty()) o[key] = std::move(v);
+        };
+        put("namespaces", patterns(m.namespaces));
+        put("not_namespaces", patterns(m.not_namespaces));
+        put("principals", patterns(m.principals));
+        put("not_principals", patterns(m.not_principals));
+        put("source_ips", prefixes(m.source_ips));
+        put("not_source_ips", prefixes(m.not_source_ips));
+        put("destination_ips", prefixes(m.destination_ips));
+        put("not_destination_ips", prefixes(m.not_destination_ips));
+        put("destination_ports", json(m.destination_ports));
+        put("not_destination_ports", json(m.not_destination_ports));
+        put("service_accounts", accounts(m.service_accounts));
+        put("not_service_accounts", accounts(m.not_service_accounts));
+        matches.push_back(std::move(o));
+      }
+      clauses.push_back({{"matches", std::move(matches)}});
+    }
+    groups.push_back({{"clauses", std::move(clauses)}});
+  }
+  static constexpr const char* kScope[] = {"global", "namespace", "workload"};
+  return {{"name", p.name},
+          {"namespace", p.ns},
+          {"scope", kScope[uint8_t(p.scope)]},
+          {"action", p.action == mesh::PolicyAction::kDeny ? "deny" : "allow"},
+          {"dry_run", p.dry_run},
+          {"groups", std::move(groups)}};
+}
+
+}  // namespace
+
 std::string Admin::config_dump() {
   const dp::Snapshot* snap = publisher_.current();
   json j;
@@ -244,9 +303,24 @@ std::string Admin::config_dump() {
                          {"port", port_for(cfg_, n.port, n.address)}});
   }
   j["neighbors"] = neighbors;
-  // Filled by the policy and certificate issues.
-  j["policies"] = json::array();
-  j["certificates"] = json::array();
+  json policies = json::array();
+  for (const mesh::Policy& p : policies_) policies.push_back(policy_json(p));
+  j["policies"] = policies;
+  json certs = json::array();
+  const int64_t now = int64_t(std::time(nullptr));
+  for (const CertInfo& c : certs_) {
+    certs.push_back({{"file", c.file},
+                     {"role", c.role},
+                     {"identity", c.identity},
+                     {"uri_sans", c.uri_sans},
+                     {"subject", c.subject},
+                     {"issuer", c.issuer},
+                     {"serial", c.serial},
+                     {"not_before", unix_to_rfc3339(c.not_before_unix)},
+                     {"not_after", unix_to_rfc3339(c.not_after_unix)},
+                     {"expires_in_s", c.not_after_unix - now}});
+  }
+  j["certificates"] = certs;
   return j.dump(2) + "\n";
 }
 

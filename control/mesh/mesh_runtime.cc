@@ -48,6 +48,8 @@ std::optional<MeshRuntime::Pending> MeshRuntime::poll() {
         m.stats.hbone_endpoints, forward_mode_name(cfg_.mesh.mode));
   }
   for (auto& s : m.specs) p.services.push_back(std::move(s));
+  p.policies.reserve(upd->model->policies.size());
+  for (const auto& [key, pol] : upd->model->policies) p.policies.push_back(pol);
   p.stats = m.stats;
   p.generation = upd->generation;
   p.synced = upd->synced;

@@ -33,6 +33,7 @@ class MeshRuntime {
   // published() once that snapshot is live.
   struct Pending {
     std::vector<ServiceSpec> services;
+    std::vector<Policy> policies;  // the model's authorization policies, by key
     MappingStats stats;
     uint64_t generation = 0;
     bool synced = false;

@@ -23,6 +23,7 @@
 #include "control/flowsteer/flowsteer.h"
 #include "control/mesh/mesh_runtime.h"
 #include "control/admin/admin.h"
+#include "control/certs/cert_info.h"
 #include "control/admin/prometheus.h"
 #include "control/mesh/xds_provider.h"
 #include "control/runtime/eal.h"
@@ -235,6 +236,21 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
       }
       admin = std::move(a.value());
       log(LogLevel::kInfo, "admin_listening", "listen=\"%s\"", cfg.admin.listen.c_str());
+      // What /config_dump shows of the certificates. HBONE itself is not there yet: an
+      // unreadable file is reported, not fatal.
+      std::vector<CertInfo> certs;
+      const std::pair<const std::string*, const char*> files[] = {
+          {&cfg.hbone.cert_chain, "leaf"}, {&cfg.hbone.trust_bundle, "trust_anchor"}};
+      for (const auto& [path, role] : files) {
+        if (path->empty()) continue;
+        auto r = read_pem_certs(*path, role, role == std::string("leaf") ? "intermediate" : role);
+        if (!r) {
+          log(LogLevel::kWarn, "certificate_unreadable", "error=\"%s\"", r.error().message.c_str());
+          continue;
+        }
+        for (auto& c : *r) certs.push_back(std::move(c));
+      }
+      admin->set_certificates(std::move(certs));
     }
     auto pr = setup_ports(setups, uint16_t(workers), pool, replay);
     if (!pr) {
@@ -307,6 +323,7 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
       if (!pending) return;
       if (publish_services(std::move(pending->services), "mesh")) {
         mesh_rt->published(*pending);
+        if (admin) admin->set_policies(std::move(pending->policies));
         if (admin && mesh_rt->synced()) admin->bridge().mark_mesh_synced();
         log(LogLevel::kInfo, "mesh_applied",
             "generation=%lu synced=%s mesh_services=%zu specs=%zu endpoints=%zu policies=%zu",

@@ -39,9 +39,31 @@ uid = "cluster1//v1/Pod/demo/web"
 namespace = "demo"
 addresses = ["$1"]
 services = { "demo/web.demo.svc.cluster.local" = [] }
+[[policy]]
+name = "deny-blocked"
+namespace = "demo"
+scope = "namespace"
+action = "deny"
+  [[policy.group]]
+    [[policy.group.clause]]
+      [[policy.group.clause.match]]
+      principals = ["cluster.local/ns/demo/sa/blocked", "*/sa/evil"]
+      destination_ports = [8080]
+    [[policy.group.clause]]
+      [[policy.group.clause.match]]
+      source_ips = ["192.0.2.0/24"]
 TOML
 }
 mesh_file 198.51.100.11 >"$TMP/mesh.toml"
+
+# A gateway certificate as the Istio CA issues them (P-256, SPIFFE URI SAN) under a test root.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 -subj "/O=test-root" \
+  -keyout "$TMP/root-key.pem" -out "$TMP/root.pem" 2>/dev/null || fail "openssl root"
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/O=cluster.local" \
+  -keyout "$TMP/gw-key.pem" -out "$TMP/gw.csr" 2>/dev/null || fail "openssl csr"
+printf 'subjectAltName=URI:spiffe://cluster.local/ns/istio-system/sa/meshgate\n' >"$TMP/ext.cnf"
+openssl x509 -req -in "$TMP/gw.csr" -CA "$TMP/root.pem" -CAkey "$TMP/root-key.pem" -days 7 \
+  -set_serial 0x1234 -extfile "$TMP/ext.cnf" -out "$TMP/gw.pem" 2>/dev/null || fail "openssl sign"
 
 cat >"$TMP/gw.toml" <<TOML
 [[port]]
@@ -55,6 +77,10 @@ addresses = ["198.51.100.1/24"]
 [mesh]
 source = "file"
 path = "$TMP/mesh.toml"
+[hbone]
+cert_chain = "$TMP/gw.pem"
+private_key = "$TMP/gw-key.pem"
+trust_bundle = "$TMP/root.pem"
 [admin]
 listen = "$MG_ADMIN"
 TOML
@@ -67,6 +93,29 @@ get() { ip netns exec "$CLI" curl -sS --max-time 3 http://203.0.113.30/id.txt; }
 
 note "the mesh file's VIP reaches its workload"
 [[ $(get) == "backend 11" ]] || fail "first request"
+
+note "/config_dump: the mesh file's policy and the [hbone] certificates"
+curl -sS --max-time 3 "http://$MG_ADMIN/config_dump" >"$TMP/config.json" || fail "/config_dump"
+python3 - "$TMP/config.json" <<'PY' || fail "/config_dump: $(cat "$TMP/config.json")"
+import json, sys, time
+d = json.load(open(sys.argv[1]))
+assert d["policies"] == [{
+    "name": "deny-blocked", "namespace": "demo", "scope": "namespace", "action": "deny",
+    "dry_run": False,
+    "groups": [{"clauses": [
+        {"matches": [{"principals": ["cluster.local/ns/demo/sa/blocked", "*/sa/evil"],
+                      "destination_ports": [8080]}]},
+        {"matches": [{"source_ips": ["192.0.2.0/24"]}]}]}]}], d["policies"]
+c = d["certificates"]
+assert [x["role"] for x in c] == ["leaf", "trust_anchor"], c
+leaf, root = c
+assert leaf["identity"] == "spiffe://cluster.local/ns/istio-system/sa/meshgate", leaf
+assert leaf["uri_sans"] == [leaf["identity"]] and leaf["serial"] == "1234", leaf
+assert leaf["issuer"] == "O=test-root" and root["subject"] == "O=test-root", c
+assert 6 * 86400 < leaf["expires_in_s"] <= 7 * 86400, leaf
+t = time.strptime(leaf["not_after"], "%Y-%m-%dT%H:%M:%SZ")
+assert root["identity"] == "" and root["expires_in_s"] > 29 * 86400, root
+PY
 
 note "in-place edit: the workload moves"
 mesh_file 198.51.100.12 >"$TMP/mesh.toml"

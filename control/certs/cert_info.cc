@@ -1,0 +1,114 @@
+#include "control/certs/cert_info.h"
+
+#include <openssl/asn1.h>
+#include <openssl/bio.h>
+#include <openssl/bn.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include <ctime>
+#include <memory>
+
+namespace meshgate::ctl {
+namespace {
+
+struct BioFree {
+  void operator()(BIO* b) const { BIO_free(b); }
+};
+struct X509Free {
+  void operator()(X509* x) const { X509_free(x); }
+};
+struct NamesFree {
+  void operator()(GENERAL_NAMES* n) const { GENERAL_NAMES_free(n); }
+};
+
+std::string name_str(const X509_NAME* n) {
+  std::unique_ptr<BIO, BioFree> b(BIO_new(BIO_s_mem()));
+  if (!b || X509_NAME_print_ex(b.get(), n, 0, XN_FLAG_RFC2253) < 0) return {};
+  char* p = nullptr;
+  const long len = BIO_get_mem_data(b.get(), &p);
+  return len > 0 ? std::string(p, size_t(len)) : std::string();
+}
+
+int64_t asn1_unix(const ASN1_TIME* t) {
+  struct tm tm {};
+  if (!t || ASN1_TIME_to_tm(t, &tm) != 1) return 0;
+  return int64_t(timegm(&tm));
+}
+
+std::string serial_hex(const X509* x) {
+  BIGNUM* bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(x), nullptr);
+  if (!bn) return {};
+  char* hex = BN_bn2hex(bn);
+  std::string s = hex ? hex : "";
+  OPENSSL_free(hex);
+  BN_free(bn);
+  return s;
+}
+
+std::vector<std::string> uri_sans(X509* x) {
+  std::vector<std::string> out;
+  std::unique_ptr<GENERAL_NAMES, NamesFree> names(static_cast<GENERAL_NAMES*>(
+      X509_get_ext_d2i(x, NID_subject_alt_name, nullptr, nullptr)));
+  if (!names) return out;
+  for (int i = 0; i < sk_GENERAL_NAME_num(names.get()); ++i) {
+    const GENERAL_NAME* g = sk_GENERAL_NAME_value(names.get(), i);
+    if (g->type != GEN_URI) continue;
+    const ASN1_IA5STRING* s = g->d.uniformResourceIdentifier;
+    out.emplace_back(reinterpret_cast<const char*>(ASN1_STRING_get0_data(s)),
+                     size_t(ASN1_STRING_length(s)));
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<CertInfo>> read_pem_certs(const std::string& path, const std::string& first_role,
+                                            const std::string& rest_role) {
+  std::unique_ptr<BIO, BioFree> bio(BIO_new_file(path.c_str(), "r"));
+  if (!bio) return Error{"cannot read " + path};
+  std::vector<CertInfo> out;
+  for (;;) {
+    std::unique_ptr<X509, X509Free> x(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
+    if (!x) {
+      // The end of the file, or a PEM block OpenSSL cannot parse.
+      const unsigned long e = ERR_peek_last_error();
+      const bool eof = ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE;
+      ERR_clear_error();
+      if (eof && !out.empty()) break;
+      return Error{out.empty() && eof ? path + ": no PEM certificate"
+                                      : path + ": certificate " + std::to_string(out.size() + 1) +
+                                            " cannot be parsed"};
+    }
+    CertInfo c;
+    c.file = path;
+    c.role = out.empty() ? first_role : rest_role;
+    c.subject = name_str(X509_get_subject_name(x.get()));
+    c.issuer = name_str(X509_get_issuer_name(x.get()));
+    c.serial = serial_hex(x.get());
+    c.uri_sans = uri_sans(x.get());
+    for (const std::string& u : c.uri_sans) {
+      if (u.rfind("spiffe://", 0) == 0) {
+        c.identity = u;
+        break;
+      }
+    }
+    c.not_before_unix = asn1_unix(X509_get0_notBefore(x.get()));
+    c.not_after_unix = asn1_unix(X509_get0_notAfter(x.get()));
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::string unix_to_rfc3339(int64_t t) {
+  const time_t tt = time_t(t);
+  struct tm tm {};
+  gmtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace meshgate::ctl

@@ -1,0 +1,34 @@
+// What /config_dump shows of the gateway's certificates: identity and validity of each
+// certificate of a PEM file (the [hbone] cert_chain and trust_bundle), read with OpenSSL.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "control/common/result.h"
+
+namespace meshgate::ctl {
+
+struct CertInfo {
+  std::string file;
+  std::string role;                   // "leaf", "intermediate" (cert_chain), "trust_anchor"
+  std::string subject;                // RFC 2253 form
+  std::string issuer;
+  std::string serial;                 // hex
+  std::vector<std::string> uri_sans;  // SPIFFE IDs are URI SANs
+  std::string identity;               // the first spiffe:// URI SAN, else empty
+  int64_t not_before_unix = 0;
+  int64_t not_after_unix = 0;
+};
+
+// Every certificate of a PEM file, in file order. An unreadable file, a file with no
+// certificate or a certificate OpenSSL cannot parse is an error naming the file.
+// `first_role` is the role of the first certificate, `rest_role` of the others.
+Result<std::vector<CertInfo>> read_pem_certs(const std::string& path, const std::string& first_role,
+                                            const std::string& rest_role);
+
+// RFC 3339 UTC ("2026-11-22T01:02:03Z").
+std::string unix_to_rfc3339(int64_t t);
+
+}  // namespace meshgate::ctl
