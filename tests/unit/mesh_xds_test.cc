@@ -3,6 +3,9 @@
 // server restart carrying initial_resource_versions, backoff while the server is down, bearer
 // token and clusterid, TLS verified with a CA file.
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -271,6 +274,39 @@ TEST_F(XdsTest, ServerRestartReconnectsWithInitialVersions) {
   client.stop();
 }
 
+// Keeps a stopped server's port from going to another process's server (ctest runs tests in
+// parallel, and a bind to port 0 may get the port just freed): bound, never listening, so
+// connection attempts are refused as they would be with nothing there.
+class PortHold {
+ public:
+  explicit PortHold(int port) {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2)) {
+      fd_ = socket(AF_INET, SOCK_STREAM, 0);
+      // The closed server's connections may sit in TIME_WAIT on the port.
+      const int one = 1;
+      setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(uint16_t(port));
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      if (bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return;
+      close(fd_);
+      fd_ = -1;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  ~PortHold() { release(); }
+  bool held() const { return fd_ >= 0; }
+  void release() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
 TEST_F(XdsTest, ServerDownKeepsStateAndBacksOff) {
   MeshModel m = parse(kMesh);
   serve(m);
@@ -279,8 +315,17 @@ TEST_F(XdsTest, ServerDownKeepsStateAndBacksOff) {
   ASSERT_TRUE(client.start().ok());
   ModelWatch w{client};
   ASSERT_TRUE(w.wait([](const MeshModel& x) { return x.workloads.size() == 2; }, 5s));
+  // Synced = a first response of both types (the policy one may come after the workloads).
+  const auto ts = std::chrono::steady_clock::now();
+  while (!client.synced() && std::chrono::steady_clock::now() - ts < 5s) {
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_TRUE(client.synced());
+  (void)client.take();  // the synced model, if the watch did not take it
   server_->stop();
   server_.reset();
+  PortHold hold(port);
+  ASSERT_TRUE(hold.held());
   // Wait for four failed attempts (10, 20, 40, 80 ms of backoff between them); on a loaded
   // machine that takes longer, so poll instead of sleeping a fixed time.
   const auto t0 = std::chrono::steady_clock::now();
@@ -303,6 +348,7 @@ TEST_F(XdsTest, ServerDownKeepsStateAndBacksOff) {
   EXPECT_LE(c.backoff_ms, kXdsMaxBackoffMs);
   EXPECT_LE(c.connect_failures, uint64_t(6 + elapsed_ms / 100));
   // Back up: the client reconnects on its next attempt and carries its versions.
+  hold.release();
   MeshServer& server2 = serve(m, port);
   ASSERT_TRUE(server2.wait_event([](const auto& e) {
     return e.kind == Kind::kSubscribe && e.type_url == kAddressTypeUrl; }, 4000));

@@ -213,8 +213,10 @@ class MeshServer::Impl final : public AggregatedDiscoveryService::Service {
       if (!queue.empty()) {
         DeltaDiscoveryRequest req = std::move(queue.front());
         queue.pop_front();
-        seen = generation_;
-        set = set_;
+        // Only a subscription pushes (every subscribed type) here; an ACK or NACK must not mark
+        // a newer generation as seen, or that change would never be pushed.
+        const uint64_t gen = generation_;
+        std::shared_ptr<const ResourceSet> cur = set_;
         lock.unlock();
         size_t type = 0;
         while (type < 2 && req.type_url() != kTypes[type]) ++type;
@@ -228,6 +230,8 @@ class MeshServer::Impl final : public AggregatedDiscoveryService::Service {
           }
           for (const auto& [k, v] : req.initial_resource_versions()) ev.initial_versions[k] = v;
           record(ev);
+          seen = gen;
+          set = std::move(cur);
           const bool first = !subscribed[type];
           if (first) {
             subscribed[type] = true;
