@@ -7,6 +7,7 @@
 #define MG_LIKELY(x) __builtin_expect(!!(x), 1)
 #define MG_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define MG_ALWAYS_INLINE inline __attribute__((always_inline))
+#define MG_NOINLINE __attribute__((noinline))
 #define MG_CACHE_LINE 64
 #define MG_CACHE_ALIGNED alignas(MG_CACHE_LINE)
 

@@ -160,21 +160,13 @@ bool FlowTable::link(uint32_t h, uint32_t ref) {
   // bucket near log log n, so inserts do not fail long before the pool is full (first-fit
   // did, at a third of the slots).
   const uint32_t b[2] = {h & bucket_mask_, alt_bucket(h) & bucket_mask_};
-  int free_slot[2] = {-1, -1};
-  uint32_t free_count[2] = {0, 0};
-  for (uint32_t k = 0; k < 2; ++k) {
-    const Bucket& bk = buckets_[b[k]];
-    for (uint32_t j = 0; j < kBucketEntries; ++j) {
-      if (bk.ref[j] == kEmpty) {
-        ++free_count[k];
-        if (free_slot[k] < 0) free_slot[k] = int(j);
-      }
-    }
-  }
-  const uint32_t k = free_count[1] > free_count[0] ? 1 : 0;
-  if (free_count[k]) {
-    buckets_[b[k]].sig[free_slot[k]] = h;
-    buckets_[b[k]].ref[free_slot[k]] = ref;
+  const uint32_t free0 = free_lanes(buckets_[b[0]]);
+  const uint32_t free1 = free_lanes(buckets_[b[1]]);
+  const uint32_t k = __builtin_popcount(free1) > __builtin_popcount(free0) ? 1 : 0;
+  if (const uint32_t fr = k ? free1 : free0) {
+    const uint32_t j = uint32_t(__builtin_ctz(fr));
+    buckets_[b[k]].sig[j] = h;
+    buckets_[b[k]].ref[j] = ref;
     return true;
   }
   // Both full: move one resident to its other bucket (one cuckoo step). A resident's two
@@ -187,14 +179,14 @@ bool FlowTable::link(uint32_t h, uint32_t ref) {
       const uint32_t other = primary == b[k2] ? alt_bucket(sig) & bucket_mask_ : primary;
       if (other == b[k2]) continue;
       Bucket& ob = buckets_[other];
-      for (uint32_t e = 0; e < kBucketEntries; ++e) {
-        if (ob.ref[e] != kEmpty) continue;
-        ob.sig[e] = sig;
-        ob.ref[e] = bk.ref[j];
-        bk.sig[j] = h;
-        bk.ref[j] = ref;
-        return true;
-      }
+      const uint32_t fr = free_lanes(ob);
+      if (!fr) continue;
+      const uint32_t e = uint32_t(__builtin_ctz(fr));
+      ob.sig[e] = sig;
+      ob.ref[e] = bk.ref[j];
+      bk.sig[j] = h;
+      bk.ref[j] = ref;
+      return true;
     }
   }
   return false;
@@ -204,11 +196,9 @@ void FlowTable::unlink(uint32_t h, uint32_t ref) {
   const uint32_t b[2] = {h & bucket_mask_, alt_bucket(h) & bucket_mask_};
   for (uint32_t k = 0; k < 2; ++k) {
     Bucket& bk = buckets_[b[k]];
-    for (uint32_t j = 0; j < kBucketEntries; ++j) {
-      if (bk.ref[j] == ref) {
-        bk.ref[j] = kEmpty;
-        return;
-      }
+    if (const uint32_t at = lanes_equal(bk.ref, ref)) {
+      bk.ref[__builtin_ctz(at)] = kEmpty;
+      return;
     }
   }
 }

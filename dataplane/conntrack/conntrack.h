@@ -234,21 +234,26 @@ class FlowTable {
   bool evict_one();
   void push_embryo(uint32_t idx);
   Flow* insert_once(const Tuple& orig, const FlowTarget& to, uint32_t now_ms, bool retry);
-  // Bit j set when bucket entry j's signature is `h` (the entry may still be free).
-  static MG_ALWAYS_INLINE uint32_t sig_matches(const Bucket& bk, uint32_t h) {
+  // Bit j set when v[j] == x, for the 8 lanes of a bucket array (16-byte aligned).
+  static MG_ALWAYS_INLINE uint32_t lanes_equal(const uint32_t* v, uint32_t x) {
 #if defined(__SSE2__)
-    const __m128i key = _mm_set1_epi32(int(h));
-    const __m128i lo = _mm_cmpeq_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(bk.sig)), key);
-    const __m128i hi =
-        _mm_cmpeq_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(bk.sig + 4)), key);
+    const __m128i key = _mm_set1_epi32(int(x));
+    const __m128i lo = _mm_cmpeq_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(v)), key);
+    const __m128i hi = _mm_cmpeq_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(v + 4)), key);
     return uint32_t(_mm_movemask_ps(_mm_castsi128_ps(lo))) |
            uint32_t(_mm_movemask_ps(_mm_castsi128_ps(hi))) << 4;
 #else
     uint32_t bits = 0;
-    for (uint32_t j = 0; j < kBucketEntries; ++j) bits |= uint32_t(bk.sig[j] == h) << j;
+    for (uint32_t j = 0; j < kBucketEntries; ++j) bits |= uint32_t(v[j] == x) << j;
     return bits;
 #endif
   }
+  // Bit j set when bucket entry j's signature is `h` (the entry may still be free).
+  static MG_ALWAYS_INLINE uint32_t sig_matches(const Bucket& bk, uint32_t h) {
+    return lanes_equal(bk.sig, h);
+  }
+  // Bit j set when bucket entry j is free.
+  static MG_ALWAYS_INLINE uint32_t free_lanes(const Bucket& bk) { return lanes_equal(bk.ref, kEmpty); }
   MG_ALWAYS_INLINE bool matches(const Flow& f, FlowDir dir, const Tuple& t) const {
     if (f.proto != t.proto) return false;
     if (dir == FlowDir::kOriginal) {

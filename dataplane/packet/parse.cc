@@ -20,7 +20,7 @@ struct Bounds {
 };
 
 // RFC 793 §3.1 option kinds with a fixed length we check (RFC 7323, RFC 2018).
-Drop walk_tcp_options(const uint8_t* opt, uint32_t len, PacketMeta* m) {
+Drop walk_tcp_options(const uint8_t* opt, uint32_t len, uint16_t* mss, uint8_t* wscale) {
   uint32_t i = 0;
   while (i < len) {
     const uint8_t kind = opt[i];
@@ -35,11 +35,11 @@ Drop walk_tcp_options(const uint8_t* opt, uint32_t len, PacketMeta* m) {
     switch (kind) {
       case 2:  // MSS
         if (olen != 4) return Drop::kTcpBadOption;
-        m->tcp_mss = rd16(opt + i + 2);
+        *mss = rd16(opt + i + 2);
         break;
       case 3:  // window scale
         if (olen != 3) return Drop::kTcpBadOption;
-        m->tcp_wscale = opt[i + 2];
+        *wscale = opt[i + 2];
         break;
       case 4:  // SACK permitted
         if (olen != 2) return Drop::kTcpBadOption;
@@ -76,7 +76,7 @@ Drop parse_l4(const uint8_t* data, const Bounds& bd, PacketMeta* m) {
         return Drop::kTcpBadFlags;
       }
       if (doff > kTcpHdrLen) {
-        d = walk_tcp_options(l4 + kTcpHdrLen, doff - kTcpHdrLen, m);
+        d = walk_tcp_options(l4 + kTcpHdrLen, doff - kTcpHdrLen, &m->tcp_mss, &m->tcp_wscale);
         if (d != Drop::kNone) return d;
       }
       std::memcpy(&m->sport, l4, 2);
@@ -238,22 +238,24 @@ Drop parse_ipv6(const uint8_t* data, const Bounds& bd, PacketMeta* m) {
 }
 
 // The common case in one pass: untagged Ethernet, IPv4 without options, not a fragment, TCP
-// without options or UDP, all in the first segment. Fills every field but the ARP ones (which
-// only kArp frames read) without clearing the whole struct first. Returns false, having
-// written nothing that matters, when the frame needs the general parser, including every frame
-// the general parser would drop: it alone names the reason.
-MG_ALWAYS_INLINE bool parse_fast_ipv4(const uint8_t* data, uint32_t contig_len, uint32_t frame_len,
+// (its options walked as the general parser walks them) or UDP, all in the first segment.
+// Fills every field but the ARP ones (which only kArp frames read) without clearing the whole
+// struct first. Returns false when the frame needs the general parser, including every frame
+// the general parser would drop: it alone names the reason (and clears what this one wrote).
+enum class FastParse : uint8_t { kDone, kOptions, kGeneral };
+
+MG_ALWAYS_INLINE FastParse parse_fast_ipv4(const uint8_t* data, uint32_t contig_len, uint32_t frame_len,
                                       PacketMeta* m, bool verify_csum) {
   constexpr uint32_t kL3 = kEthHdrLen;
   constexpr uint32_t kL4 = kEthHdrLen + kIpv4HdrLen;
-  if (MG_UNLIKELY(contig_len != frame_len || frame_len < kL4 + kUdpHdrLen)) return false;
+  if (MG_UNLIKELY(contig_len != frame_len || frame_len < kL4 + kUdpHdrLen)) return FastParse::kGeneral;
   const uint8_t* ip = data + kL3;
-  if (rd16(data + 12) != kEtherTypeIpv4 || ip[0] != 0x45) return false;
+  if (rd16(data + 12) != kEtherTypeIpv4 || ip[0] != 0x45) return FastParse::kGeneral;
   const uint32_t total = rd16(ip + 2);
-  if (total < kIpv4HdrLen || total > frame_len - kL3) return false;
-  if (rd16(ip + 6) & 0x3fff) return false;  // MF or a fragment offset
+  if (total < kIpv4HdrLen || total > frame_len - kL3) return FastParse::kGeneral;
+  if (rd16(ip + 6) & 0x3fff) return FastParse::kGeneral;  // MF or a fragment offset
   const uint8_t s0 = ip[12];
-  if (s0 >= 224 || s0 == 127 || s0 == 0) return false;
+  if (s0 >= 224 || s0 == 127 || s0 == 0) return FastParse::kGeneral;
   if (verify_csum) {
     uint32_t x[5];
     std::memcpy(x, ip, 20);
@@ -262,7 +264,7 @@ MG_ALWAYS_INLINE bool parse_fast_ipv4(const uint8_t* data, uint32_t contig_len, 
     sum = (sum & 0xffffffff) + (sum >> 32);
     sum = (sum & 0xffff) + (sum >> 16);
     sum = (sum & 0xffff) + (sum >> 16);
-    if (sum != 0xffff) return false;
+    if (sum != 0xffff) return FastParse::kGeneral;
   }
   const uint8_t proto = ip[9];
   const uint8_t* l4 = data + kL4;
@@ -270,21 +272,22 @@ MG_ALWAYS_INLINE bool parse_fast_ipv4(const uint8_t* data, uint32_t contig_len, 
   uint16_t hdr;
   uint8_t tcp_flags = 0;
   if (proto == kProtoTcp) {
-    if (l4_len < kTcpHdrLen || frame_len < kL4 + kTcpHdrLen) return false;
-    if ((l4[12] >> 4) != 5) return false;  // options: the general parser walks them
+    if (l4_len < kTcpHdrLen || frame_len < kL4 + kTcpHdrLen) return FastParse::kGeneral;
+    const uint32_t doff = uint32_t(l4[12] >> 4) * 4;
+    if (doff < kTcpHdrLen || doff > l4_len) return FastParse::kGeneral;
     tcp_flags = l4[13];
     if ((tcp_flags & (kTcpSyn | kTcpFin)) == (kTcpSyn | kTcpFin) ||
         (tcp_flags & (kTcpSyn | kTcpRst)) == (kTcpSyn | kTcpRst) || (tcp_flags & 0x3f) == 0) {
-      return false;
+      return FastParse::kGeneral;
     }
-    hdr = kTcpHdrLen;
+    hdr = uint16_t(doff);
   } else if (proto == kProtoUdp) {
-    if (l4_len < kUdpHdrLen) return false;
+    if (l4_len < kUdpHdrLen) return FastParse::kGeneral;
     const uint16_t ulen = rd16(l4 + 4);
-    if (ulen < kUdpHdrLen || ulen > l4_len) return false;
+    if (ulen < kUdpHdrLen || ulen > l4_len) return FastParse::kGeneral;
     hdr = kUdpHdrLen;
   } else {
-    return false;
+    return FastParse::kGeneral;
   }
   m->l3 = L3::kIpv4;
   m->l4_proto = proto;
@@ -302,12 +305,12 @@ MG_ALWAYS_INLINE bool parse_fast_ipv4(const uint8_t* data, uint32_t contig_len, 
   m->tcp_flags = tcp_flags;
   m->icmp_type = 0;
   m->icmp_code = 0;
-  m->tcp_wscale = 0xff;
+  m->tcp_wscale = 0xff;  // absent unless the options say otherwise
   m->tcp_mss = 0;
   m->ip_id = rd16(ip + 4);
   m->src = IpAddr::v4_bytes(ip + 12);
   m->dst = IpAddr::v4_bytes(ip + 16);
-  return true;
+  return hdr > kTcpHdrLen && proto == kProtoTcp ? FastParse::kOptions : FastParse::kDone;
 }
 
 }  // namespace
@@ -319,10 +322,28 @@ Drop parse_packet(const uint8_t* data, uint32_t len, PacketMeta* m, bool verify_
   return parse_frame(data, len, len, m, verify_ipv4_csum);
 }
 
+namespace {
+
+// The fast path's TCP options (SYNs, timestamps): walked out of line so that parse_frame stays
+// a leaf with tail calls. A malformed option: the general parser names the drop.
+MG_NOINLINE Drop fast_tcp_options(const uint8_t* data, uint32_t contig_len, uint32_t frame_len,
+                                  PacketMeta* m, bool verify_ipv4_csum) {
+  const uint8_t* l4 = data + m->l4_off;
+  if (walk_tcp_options(l4 + kTcpHdrLen, m->l4_hdr_len - kTcpHdrLen, &m->tcp_mss,
+                       &m->tcp_wscale) == Drop::kNone) {
+    return Drop::kNone;
+  }
+  return parse_frame_general(data, contig_len, frame_len, m, verify_ipv4_csum);
+}
+
+}  // namespace
+
 Drop parse_frame(const uint8_t* data, uint32_t contig_len, uint32_t frame_len, PacketMeta* m,
                  bool verify_ipv4_csum) {
-  if (MG_LIKELY(parse_fast_ipv4(data, contig_len, frame_len, m, verify_ipv4_csum))) {
-    return Drop::kNone;
+  const FastParse r = parse_fast_ipv4(data, contig_len, frame_len, m, verify_ipv4_csum);
+  if (MG_LIKELY(r == FastParse::kDone)) return Drop::kNone;
+  if (r == FastParse::kOptions) {
+    return fast_tcp_options(data, contig_len, frame_len, m, verify_ipv4_csum);
   }
   return parse_frame_general(data, contig_len, frame_len, m, verify_ipv4_csum);
 }
