@@ -14,6 +14,9 @@ packages=(
   # tests and benchmarks
   libgtest-dev libgmock-dev googletest libbenchmark-dev tshark iproute2 ethtool
   python3 curl openssl nghttp2-client nginx-light iputils-ping procps
+  # HBONE interop peers: nghttpx (terminator for our originator), python h2 (client for our
+  # terminator)
+  nghttp2-proxy python3-h2
 )
 
 missing=()
