@@ -114,6 +114,7 @@ struct Tcb {
   rte_mbuf* rq_head = nullptr;  // in-order data not read yet (zero-copy)
   rte_mbuf* rq_tail = nullptr;
   uint32_t rq_bytes = 0;
+  uint32_t rq_mbufs = 0;        // mbuf segments in rq (tiny segments cost a whole mbuf each)
   Reassembly reass;
 
   RtoEstimator rto;

@@ -164,7 +164,8 @@ void TcpStack::negotiate(Tcb* t, const TcpOptions& o) {
 }
 
 void TcpStack::enter_established(Tcb* t) {
-  t->state = TcpState::kEstablished;
+  // A shutdown_write() during the handshake (simultaneous open) queued a FIN already.
+  t->state = t->shut_wr ? TcpState::kFinWait1 : TcpState::kEstablished;
   if (t->syn_counted && t->listener != 0) {
     --listeners_[t->listener - 1].syn_recv;
     t->syn_counted = false;
@@ -193,7 +194,7 @@ void TcpStack::input_listen(Listener* l, rte_mbuf* m, const Seg& s) {
     return;
   }
   if (s.has(kTcpAck) && !s.has(kTcpSyn)) {
-    if (cfg_.syncookies && int32_t(l->cookie_until_ms - now_ms()) > 0) {
+    if (cfg_.syncookies && l->cookies_sent && int32_t(l->cookie_until_ms - now_ms()) > 0) {
       Tcb* t = cookie_ack(l, s);
       if (t != nullptr) {
         const uint32_t gen = t->gen;
@@ -286,6 +287,7 @@ void TcpStack::syn_ack_cookie(Listener* l, const Seg& s) {
   count(kSyncookiesSent);
   // Bare ACKs to this listener are checked as cookies for as long as a cookie can live.
   l->cookie_until_ms = now_ms() + 2 * kSynCookiePeriodS * 1000;
+  l->cookies_sent = true;
 }
 
 Tcb* TcpStack::cookie_ack(Listener* l, const Seg& s) {
@@ -700,6 +702,14 @@ bool TcpStack::process_ack(Tcb* t, const Seg& s) {
 }
 
 void TcpStack::process_data(Tcb* t, rte_mbuf* m, const Seg& s) {
+  // The byte budget alone would let a peer sending tiny segments pin one mbuf per byte: cap
+  // the mbufs a connection holds too (dropped data is not acknowledged; the sender resends).
+  if (t->rq_mbufs + t->reass.queued_mbufs() + m->nb_segs > max_rcv_mbufs()) {
+    count(kDropRcvBufFull);
+    rte_pktmbuf_free(m);
+    t->ack_now = true;
+    return;
+  }
   const uint32_t queued_before = t->reass.queued_bytes();
   const bool had_holes = !t->reass.empty();
   const uint32_t wnd = seq_gt(t->rcv_adv, t->rcv_nxt) ? t->rcv_adv - t->rcv_nxt : 0;
@@ -719,6 +729,7 @@ void TcpStack::process_data(Tcb* t, rte_mbuf* m, const Seg& s) {
       }
       t->rq_tail = rte_pktmbuf_lastseg(r.data);
       t->rq_bytes += r.len;
+      t->rq_mbufs += r.data->nb_segs;
       mem_used_ += r.len;
       count(kBytesIn, r.len);
       t->rcv_nxt = t->reass.rcv_nxt();

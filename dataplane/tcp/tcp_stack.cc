@@ -134,6 +134,7 @@ void TcpStack::free_tcb(Tcb* t) {
   t->sb = SendBuf{};
   t->rq_head = t->rq_tail = nullptr;
   t->rq_bytes = 0;
+  t->rq_mbufs = 0;
   const bool in_table = t->stack != nullptr;
   if (in_table) {
     table_.erase(t->hash, uint32_t(t - tcbs_.get()));
@@ -318,6 +319,7 @@ TcpError TcpStack::connect(const IpAddr& local, const IpAddr& remote, uint16_t r
   t->snd_nxt = t->snd_max = t->iss + 1;
   t->sb.seq = t->iss + 1;
   t->state = TcpState::kSynSent;
+  t->rtt_start_ns = now_ns_;
   count(kActiveOpens);
   send_syn(t);
   arm_rtx(t);
@@ -435,6 +437,7 @@ rte_mbuf* TcpStack::recv_chain(TcpConnId c, uint32_t* len) {
   mem_used_ -= t->rq_bytes;
   t->rq_head = t->rq_tail = nullptr;
   t->rq_bytes = 0;
+  t->rq_mbufs = 0;
   window_update_after_read(t);
   return m;
 }
@@ -464,6 +467,7 @@ uint32_t TcpStack::recv(TcpConnId c, void* buf, uint32_t len) {
       t->rq_head = s->next;
       s->next = nullptr;
       rte_pktmbuf_free_seg(s);
+      --t->rq_mbufs;
     } else {
       s->data_off = uint16_t(s->data_off + n);
       s->data_len = uint16_t(s->data_len - n);

@@ -12,6 +12,7 @@
 // allocation per segment (mbufs come from the pool given at setup), no exceptions.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -128,6 +129,7 @@ class TcpStack {
     void* ctx = nullptr;
     uint32_t syn_recv = 0;           // half-open connections (SYN backlog)
     uint32_t cookie_until_ms = 0;    // cookies were sent recently: validate bare ACKs
+    bool cookies_sent = false;
   };
   struct Seg;  // a parsed inbound segment (tcp_input.cc)
 
@@ -193,6 +195,9 @@ class TcpStack {
   void init_tcb_common(Tcb* t, bool v6);
   void dispatch(Tcb* t);
   void free_send_acked(Tcb* t, uint32_t ack);
+  // Receive-side mbufs a connection may hold (in order + out of order): one per 512 bytes of
+  // buffer, so a full-size-segment stream never hits it.
+  uint32_t max_rcv_mbufs() const { return std::max<uint32_t>(64, cfg_.rcv_buf_bytes / 512); }
   uint64_t mem_room() const { return mem_used_ < cfg_.worker_mem_bytes ? cfg_.worker_mem_bytes - mem_used_ : 0; }
   void count(TcpCounter c, uint64_t n = 1) { counters_.v[c] += n; }
 
