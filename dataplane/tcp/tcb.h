@@ -132,5 +132,6 @@ struct Tcb {
   // One past the last byte the application queued (our FIN's sequence number once shut_wr).
   uint32_t data_end() const { return sb.seq + sb.bytes; }
 };
+static_assert(sizeof(Tcb) <= 1024, "Tcb is per connection (docs/TCP.md): keep it small");
 
 }  // namespace meshgate::dp::tcp
