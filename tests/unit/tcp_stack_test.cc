@@ -668,6 +668,33 @@ TEST_F(TcpStateMachine, time_wait_is_reused_only_by_a_syn_beyond_the_old_connect
   }
 }
 
+TEST_F(TcpStateMachine, with_timestamps_time_wait_reuse_follows_the_timestamp_not_the_sequence) {
+  // RFC 6191 §2: a SYN whose TSval is above TS.Recent may reuse the tuple even with a lower
+  // sequence number; one with an older TSval may not, even with a higher one.
+  for (const bool newer_ts : {true, false}) {
+    make();
+    rec_ = Recorder{};
+    const TcpConnId c = establish_passive({.ts = true});
+    ASSERT_EQ(st().shutdown_write(c), TcpError::kOk);
+    const uint32_t our_ts = ep_->take().at(0).opt.tsval;
+    seg(F | A, kPeerIss + 1, kIss + 2, 0, 65535, ts_option(2000, our_ts));
+    st().close(c);
+    ASSERT_EQ(state(), dp::tcp::TcpState::kTimeWait);
+    const uint32_t seq = newer_ts ? kPeerIss - 5000 : kPeerIss + 100000;
+    const uint32_t tsval = newer_ts ? 2001 : 1999;
+    auto out = seg(S, seq, 0, 0, 65535, syn_options({.ts = true}, tsval));
+    ASSERT_EQ(out.size(), 1u);
+    if (newer_ts) {
+      EXPECT_EQ(out[0].flags, S | A);
+      EXPECT_EQ(state(), dp::tcp::TcpState::kSynReceived);
+    } else {
+      EXPECT_EQ(out[0].flags, A);
+      EXPECT_EQ(state(), dp::tcp::TcpState::kTimeWait);
+    }
+    ep_.reset();
+  }
+}
+
 TEST_F(TcpStateMachine, close_with_unread_data_resets_the_connection) {
   make();
   const TcpConnId c = establish_passive();

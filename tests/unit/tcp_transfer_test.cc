@@ -272,6 +272,7 @@ struct TransferCase {
   uint32_t isn_a = 0, isn_b = 0;  // 0 = RFC 6528 ISNs
   size_t bytes = 4 << 20;
   uint64_t seed = 1;
+  uint32_t rcv_buf = 256 * 1024;
 };
 
 void PrintTo(const TransferCase& c, std::ostream* os) { *os << c.name; }
@@ -295,6 +296,8 @@ TEST_P(TcpTransfer, bulk_both_ways_arrives_intact_and_both_sides_close) {
   cfg.cc = tc.cc;
   cfg.sack = tc.sack;
   cfg.timestamps = tc.timestamps;
+  cfg.rcv_buf_bytes = tc.rcv_buf;
+  cfg.snd_buf_bytes = tc.rcv_buf;
   FixedIsn ia{tc.isn_a}, ib{tc.isn_b};
   {
     Pair p(cfg, tc.seed, tc.link, tc.isn_a ? &ia : nullptr, tc.isn_b ? &ib : nullptr);
@@ -364,7 +367,10 @@ INSTANTIATE_TEST_SUITE_P(
         TransferCase{"loss2_no_timestamps_sack", LinkModel{0.02, 0.01, 0.02}, CcAlgo::kCubic, true, false, false, 0, 0, 2 << 20, 6},
         TransferCase{"ipv6_loss2_reorder", LinkModel{0.02, 0.01, 0.03}, CcAlgo::kCubic, true, true, true, 0, 0, 2 << 20, 7},
         TransferCase{"isn_wraps_during_transfer", LinkModel{0.01, 0.01, 0.02}, CcAlgo::kCubic, true, true, false, 0xffffffffu - 300000, 0xffffff00u, 4 << 20, 8},
-        TransferCase{"isn_at_wrap_edge", LinkModel{}, CcAlgo::kNewReno, true, true, false, 0xffffffffu, 0x7fffffffu, 1 << 20, 9}),
+        TransferCase{"isn_at_wrap_edge", LinkModel{}, CcAlgo::kNewReno, true, true, false, 0xffffffffu, 0x7fffffffu, 1 << 20, 9},
+        // A 40 ms RTT with a 2 MiB window (window scale 6): the long fat pipe case.
+        TransferCase{"delay20ms_loss1_big_window", LinkModel{0.01, 0, 0.01, 20 * kMs, 5 * kMs}, CcAlgo::kCubic, true, true, false, 0, 0, 8 << 20, 10, 2 << 20},
+        TransferCase{"delay20ms_loss1_newreno_no_sack", LinkModel{0.01, 0, 0, 20 * kMs}, CcAlgo::kNewReno, false, true, false, 0, 0, 2 << 20, 11}),
     [](const ::testing::TestParamInfo<TransferCase>& i) { return std::string(i.param.name); });
 
 TEST_F(TcpTwoStacks, half_close_keeps_the_other_direction_flowing) {
@@ -652,6 +658,66 @@ TEST_F(TcpTwoStacks, many_parallel_connections_share_the_budgets) {
   ASSERT_TRUE(sim.run_until(
       [&] { return sim.a.stack->connections() == 0 && sim.b.stack->connections() == 0; },
       20'000 * kMs));
+}
+
+// Blind junk: random segments (flags, sequence numbers near and far from the windows,
+// options bytes, payloads), half of them on the live connection's tuple, injected into both
+// stacks while they transfer over a lossy link. TCP cannot keep a stream intact against
+// in-window forgeries, so this checks robustness only: no crash, no leak, bounded state,
+// everything released at the end.
+TEST_F(TcpTwoStacks, random_junk_segments_never_crash_leak_or_grow_state) {
+  TcpConfig cfg = base_config();
+  cfg.max_connections = 32;
+  cfg.time_wait_ms = 500;
+  Pair p(cfg, 21, LinkModel{0.01, 0.01, 0.02});
+  p.client.data = pattern(512 * 1024, 1);
+  p.server.data = pattern(512 * 1024, 2);
+  p.open();
+  std::mt19937_64 rng(2024);
+  uint64_t injected = 0;
+  auto junk = [&](Endpoint& ep, const IpAddr& me, const IpAddr& peer, TcpConnId conn) {
+    TcpConnInfo ci;
+    const bool live = ep.stack->info(conn, &ci) && rng() % 2 == 0;
+    pkt::TcpHdr th;
+    th.sport = live ? ci.tuple.remote_port : uint16_t(1 + rng() % 65535);
+    th.dport = live ? ci.tuple.local_port : (rng() % 2 ? kPort : uint16_t(1 + rng() % 65535));
+    const uint32_t near_rcv = ci.rcv_nxt + uint32_t(int32_t(rng() % 200000) - 50000);
+    const uint32_t near_snd = ci.snd_una + uint32_t(int32_t(rng() % 200000) - 100000);
+    th.seq = rng() % 4 ? near_rcv : uint32_t(rng());
+    th.ack = rng() % 4 ? near_snd : uint32_t(rng());
+    th.flags = uint8_t(rng() & 0x3f);
+    th.window = uint16_t(rng());
+    const size_t olen = 4 * (rng() % 11);
+    for (size_t i = 0; i < olen; ++i) th.options.push_back(uint8_t(rng()));
+    Bytes payload(rng() % 3 ? 0 : rng() % 1200);
+    for (auto& b : payload) b = uint8_t(rng());
+    pkt::IpHdr ip;
+    ip.src = peer;
+    ip.dst = me;
+    ep.inject(pkt::build_tcp(pkt::EthHdr{}, ip, th, payload), p.sim.now, true);
+    ++injected;
+  };
+  p.sim.on_tick = [&] {
+    for (int i = 0; i < 20; ++i) {
+      junk(p.sim.b, kB4, kA4, p.server.conn);
+      junk(p.sim.a, kA4, kB4, p.client.conn);
+    }
+    EXPECT_LE(p.sim.a.stack->connections(), cfg.max_connections);
+    EXPECT_LE(p.sim.b.stack->connections(), cfg.max_connections);
+  };
+  p.sim.run_until([] { return false; }, 3000 * kMs);
+  EXPECT_GT(injected, 100000u);
+  p.sim.on_tick = nullptr;
+  p.sim.a.stack->abort(p.client.conn);
+  p.sim.b.stack->abort(p.server.conn);
+  // Whatever the junk opened (SYN-RECEIVED, TIME-WAIT) times out.
+  EXPECT_TRUE(p.sim.run_until(
+      [&] { return p.sim.a.stack->connections() == 0 && p.sim.b.stack->connections() == 0; },
+      600'000 * kMs));
+  EXPECT_EQ(p.sim.a.stack->mem_used(), 0u);
+  EXPECT_EQ(p.sim.b.stack->mem_used(), 0u);
+  const auto& cb = p.sim.b.stack->counters();
+  EXPECT_GT(cb[kChallengeAcks] + cb[kChallengeAcksLimited], 0u);
 }
 
 }  // namespace
