@@ -423,23 +423,42 @@ bool TcpStack::send_chain(TcpConnId c, rte_mbuf* chain) {
   return true;
 }
 
-rte_mbuf* TcpStack::recv_chain(TcpConnId c, uint32_t* len) {
+void TcpStack::request_writable(TcpConnId c) {
+  Tcb* t = tcb_of(c);
+  if (t == nullptr) return;
+  t->want_writable = true;
+  // When the worker budget, not this connection's buffer, is what limits it, no ACK of this
+  // connection may come to wake it: advance() does.
+  if (mem_room() < cfg_.snd_buf_bytes - std::min(cfg_.snd_buf_bytes, t->sb.bytes)) mem_blocked_ = true;
+}
+
+rte_mbuf* TcpStack::recv_chain(TcpConnId c, uint32_t* len, uint32_t max_bytes) {
   Tcb* t = tcb_of(c);
   *len = 0;
   if (t == nullptr || t->rq_head == nullptr) return nullptr;
-  rte_mbuf* m = t->rq_head;
-  *len = t->rq_bytes;
-  // The chain's head carries the totals of the whole chain.
+  // Whole mbufs from the front while they fit; the chain's head carries the totals.
+  rte_mbuf* head = t->rq_head;
+  rte_mbuf* last = nullptr;
+  uint32_t bytes = 0;
   uint16_t segs = 0;
-  for (rte_mbuf* s = m; s != nullptr; s = s->next) ++segs;
-  m->pkt_len = t->rq_bytes;
-  m->nb_segs = segs;
-  mem_used_ -= t->rq_bytes;
-  t->rq_head = t->rq_tail = nullptr;
-  t->rq_bytes = 0;
-  t->rq_mbufs = 0;
+  for (rte_mbuf* s = head; s != nullptr && bytes + s->data_len <= max_bytes && segs < UINT16_MAX;
+       s = s->next) {
+    bytes += s->data_len;
+    ++segs;
+    last = s;
+  }
+  if (last == nullptr) return nullptr;
+  t->rq_head = last->next;
+  if (t->rq_head == nullptr) t->rq_tail = nullptr;
+  last->next = nullptr;
+  head->pkt_len = bytes;
+  head->nb_segs = segs;
+  t->rq_bytes -= bytes;
+  t->rq_mbufs -= segs;
+  mem_used_ -= bytes;
+  *len = bytes;
   window_update_after_read(t);
-  return m;
+  return head;
 }
 
 void TcpStack::window_update_after_read(Tcb* t) {

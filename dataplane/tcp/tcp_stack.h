@@ -91,9 +91,15 @@ class TcpStack {
   // Queues a whole mbuf chain without copying (a proxy splicing recv_chain() output). Takes
   // the chain only when all of it fits; false leaves it with the caller.
   bool send_chain(TcpConnId c, rte_mbuf* chain);
-  // Zero-copy receive: every in-order byte not read yet, as one chain (nullptr when none);
-  // *len gets its length. The caller owns the chain. Reading opens the receive window.
-  rte_mbuf* recv_chain(TcpConnId c, uint32_t* len);
+  // Asks for a kWritable once send_space() grows (send() and send_chain() that could not take
+  // everything ask implicitly). For a caller that sized its read by send_space() and found it
+  // too small.
+  void request_writable(TcpConnId c);
+  // Zero-copy receive: in-order bytes not read yet, as one chain of the received mbufs (whole
+  // mbufs, at most `max_bytes`; nullptr when none, or when the first mbuf alone is larger than
+  // `max_bytes`). *len gets its length. The caller owns the chain. Reading opens the receive
+  // window. A proxy passes the other side's send_space() so send_chain() always takes it.
+  rte_mbuf* recv_chain(TcpConnId c, uint32_t* len, uint32_t max_bytes = UINT32_MAX);
   // Copies out up to `len` bytes and consumes them.
   uint32_t recv(TcpConnId c, void* buf, uint32_t len);
   // No more data from us: FIN after what is queued (RFC 9293 §3.10.4 CLOSE on a half-open
