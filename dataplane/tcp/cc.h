@@ -82,6 +82,12 @@ class CongestionControl {
   // RFC 5681 §4.1: after an idle period longer than RTO, cwnd = min(RW, cwnd), RW = min(IW,
   // cwnd). The caller detects the idle period.
   void on_idle_restart();
+  // The path MTU shrank (RFC 1191 / RFC 8201): later growth is in the new segment size; the
+  // window in bytes stays, but never below one segment.
+  void set_smss(uint32_t smss) {
+    smss_ = smss;
+    if (cwnd_ < smss) cwnd_ = smss;
+  }
 
   uint32_t cwnd_bytes() const { return cwnd_; }
   uint32_t ssthresh_bytes() const { return ssthresh_; }

@@ -102,6 +102,8 @@ class SackScoreboard {
   // recovery until the cumulative ACK reaches it) and RFC 2018 §8 (forget the SACK information:
   // the timeout may mean the receiver reneged).
   void on_rto();
+  // The segment size IsLost() counts in (RFC 6675 §4), after a path MTU change.
+  void set_smss(uint32_t smss) { smss_ = smss; }
 
   bool in_recovery() const { return in_recovery_; }
   uint32_t snd_una() const { return snd_una_; }

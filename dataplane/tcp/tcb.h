@@ -98,6 +98,7 @@ struct Tcb {
   uint16_t peer_mss = 0;
   uint32_t rtt_seq = 0;      // Karn: the timed segment's end
   uint64_t rtt_start_ns = 0;
+  uint64_t last_send_ns = 0;  // last data segment sent (RFC 5681 §4.1 idle restart)
   uint32_t persist_backoff = 0;
   SendBuf sb;
 

@@ -216,6 +216,7 @@ void TcpStack::xmit(Tcb* t, uint32_t seq, uint32_t max_len) {
   }
   if (dlen == 0 && flags == 0) return;
   const uint32_t seg_end = seq + dlen + ((flags & kTcpFin) ? 1 : 0);
+  if (dlen > 0) t->last_send_ns = now_ns_;
   if (seq_lt(seq, t->snd_max)) {
     count(kRetransSegs);
     t->rtt_timing = false;  // RFC 6298 §3 (Karn): no sample across a retransmission
@@ -245,6 +246,14 @@ void TcpStack::output(Tcb* t) {
     default: return;
   }
   const uint32_t wnd_end = t->snd_una + t->snd_wnd;
+  if (t->snd_una == t->snd_max && t->last_send_ns != 0 &&
+      now_ns_ - t->last_send_ns > uint64_t(t->rto.rto_us()) * 1000 && t->snd_nxt != t->data_end()) {
+    // RFC 5681 §4.1: after an idle period longer than RTO the ACK clock is gone; restart from
+    // the restart window rather than bursting a stale cwnd.
+    t->cc.on_idle_restart();
+    t->last_send_ns = now_ns_;
+    count(kIdleRestarts);
+  }
   if (t->sack_ok && t->sack.in_recovery()) {
     // RFC 6675 §5 (C): while cwnd - pipe >= 1 SMSS, send what NextSeg() picks.
     for (uint32_t n = 0; n < kMaxBurstSegments; ++n) {

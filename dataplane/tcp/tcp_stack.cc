@@ -578,6 +578,31 @@ TcpError TcpStack::set_keepalive(TcpConnId c, bool on, uint32_t idle_ms, uint32_
   return TcpError::kOk;
 }
 
+// ---- ICMP -------------------------------------------------------------------------------------
+
+void TcpStack::icmp_too_big(const TcpTuple& tp, uint32_t seq, uint32_t mtu) {
+  Tcb* t = lookup(tp);
+  if (t == nullptr || !t->synchronized() || !seq_in_range(seq, t->snd_una, t->snd_max)) {
+    count(kDropIcmpIgnored);
+    return;
+  }
+  // RFC 8200 §5: 1280 is every IPv6 link's minimum; for IPv4 we do not go below 576 (RFC 9293
+  // §3.7.1's default datagram) whatever a forged ICMP says (RFC 5927 §7.3).
+  const uint32_t min_mtu = t->v6 ? 1280 : 576;
+  const uint32_t hdrs = (t->v6 ? 40 : 20) + 20 + (t->ts_ok ? 12 : 0);
+  const uint32_t smss = std::max(mtu, min_mtu) - hdrs;
+  if (smss >= t->smss) return;
+  t->smss = uint16_t(smss);
+  t->cc.set_smss(smss);
+  t->sack.set_smss(smss);
+  count(kPmtuUpdates);
+  // RFC 1191 §6.5: resend at once what was sent too big; this is not congestion.
+  t->snd_nxt = t->snd_una;
+  t->rtt_timing = false;
+  output(t);
+  if (dispatch_depth_ == 0) dispatch(t);
+}
+
 // ---- Introspection ----------------------------------------------------------------------------
 
 TcpState TcpStack::state(TcpConnId c) const {

@@ -115,6 +115,14 @@ class TcpStack {
   TcpError set_keepalive(TcpConnId c, bool on, uint32_t idle_ms = 0, uint32_t interval_ms = 0,
                          uint32_t probes = 0);
 
+  // ---- ICMP ---------------------------------------------------------------------------------
+  // An ICMP "fragmentation needed" (RFC 1191) or ICMPv6 "packet too big" (RFC 8201) quoting one
+  // of our segments: `t` is the connection as we see it (local = the quoted source), `seq` the
+  // quoted sequence number, `mtu` the reported next-hop MTU. Ignored unless `seq` is in flight
+  // (RFC 5927 §4.1: a blind attacker must guess it). Lowers the MSS (not below the IPv4 576 /
+  // IPv6 1280 minimum MTU) and resends what was in flight, without a congestion response.
+  void icmp_too_big(const TcpTuple& t, uint32_t seq, uint32_t mtu);
+
   // ---- Introspection ------------------------------------------------------------------------
   bool info(TcpConnId c, TcpConnInfo* out) const;
   TcpState state(TcpConnId c) const;

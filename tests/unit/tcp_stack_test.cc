@@ -95,6 +95,12 @@ class TcpStateMachine : public ::testing::Test {
     ep_->inject(pkt::build_tcp(pkt::EthHdr{}, ip, th, payload), now_);
     return ep_->take();
   }
+  // Queues `n` bytes on `c` (all must be taken) and returns the segments that went out.
+  std::vector<Out> send_bytes(TcpConnId c, size_t n) {
+    const Bytes data(n, 0x5a);
+    EXPECT_EQ(st().send(c, data.data(), uint32_t(n)), n);
+    return ep_->take();
+  }
   std::vector<Out> advance(uint64_t ms) {
     now_ += ms * kMs;
     st().advance(now_);
@@ -714,9 +720,7 @@ TEST_F(TcpStateMachine, close_with_unread_data_resets_the_connection) {
 TEST_F(TcpStateMachine, rto_retransmits_the_first_segment_with_exponential_backoff) {
   make();
   const TcpConnId c = establish_passive();
-  const Bytes data(3000, 0x42);
-  ASSERT_EQ(st().send(c, data.data(), 3000), 3000u);
-  auto out = ep_->take();
+  auto out = send_bytes(c, 3000);
   ASSERT_EQ(out.size(), 3u);  // 1460 + 1460 + 80
   EXPECT_EQ(out[0].seq, kIss + 1);
   EXPECT_EQ(out[2].payload.size(), 80u);
@@ -744,9 +748,7 @@ TEST_F(TcpStateMachine, three_duplicate_acks_trigger_a_fast_retransmit_without_s
   cfg_.cc = CcAlgo::kNewReno;
   make();
   const TcpConnId c = establish_passive();
-  const Bytes data(8 * 1460, 0x17);
-  ASSERT_EQ(st().send(c, data.data(), uint32_t(data.size())), data.size());
-  ASSERT_EQ(ep_->take().size(), 8u);
+  ASSERT_EQ(send_bytes(c, 8 * 1460).size(), 8u);
   // The first segment is lost: the peer acknowledges nothing, three times.
   EXPECT_TRUE(seg(A, kPeerIss + 1, kIss + 1).empty());
   EXPECT_TRUE(seg(A, kPeerIss + 1, kIss + 1).empty());
@@ -762,9 +764,7 @@ TEST_F(TcpStateMachine, three_duplicate_acks_trigger_a_fast_retransmit_without_s
 TEST_F(TcpStateMachine, sack_recovery_retransmits_only_the_holes) {
   make();
   const TcpConnId c = establish_passive({.sack = true});
-  const Bytes data(8 * 1460, 0x33);
-  ASSERT_EQ(st().send(c, data.data(), uint32_t(data.size())), data.size());
-  ASSERT_EQ(ep_->take().size(), 8u);
+  ASSERT_EQ(send_bytes(c, 8 * 1460).size(), 8u);
   const uint32_t base = kIss + 1;
   // Segments 0 and 3 lost; the peer SACKs 1-2 and 4-7 over three ACKs.
   seg(A, kPeerIss + 1, base, 0, 65535, sack_option({{base + 1460, base + 2 * 1460}}));
@@ -795,9 +795,7 @@ TEST_F(TcpStateMachine, zero_window_is_probed_and_data_flows_when_it_opens) {
   const TcpConnId c = establish_passive();
   // The peer closes its window.
   seg(A, kPeerIss + 1, kIss + 1, 0, 0);
-  const Bytes data(1000, 0x55);
-  ASSERT_EQ(st().send(c, data.data(), 1000), 1000u);
-  EXPECT_TRUE(ep_->take().empty());
+  EXPECT_TRUE(send_bytes(c, 1000).empty());
   auto out = advance(200);  // the persist timer starts at RTO
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].seq, kIss);  // SND.UNA - 1, no data: draws an ACK with the window
@@ -853,6 +851,51 @@ TEST_F(TcpStateMachine, send_is_bounded_by_the_send_buffer_and_writable_follows_
   seg(A, kPeerIss + 1, kIss + 1 + 5000);
   EXPECT_TRUE(rec_.saw(TcpEvent::kWritable));
   EXPECT_EQ(st().send_space(c), 5000u);
+  st().abort(c);
+}
+
+TEST_F(TcpStateMachine, packet_too_big_lowers_the_mss_and_resends_only_when_the_seq_is_in_flight) {
+  make();
+  const TcpConnId c = establish_passive();
+  ASSERT_EQ(send_bytes(c, 3 * 1460).size(), 3u);
+  // RFC 5927 §4.1: a sequence number not in flight is a blind guess.
+  st().icmp_too_big(tuple(), kIss + 1 + 5 * 1460, 1000);
+  EXPECT_TRUE(ep_->take().empty());
+  EXPECT_EQ(st().counters()[kDropIcmpIgnored], 1u);
+  st().icmp_too_big(tuple(), kIss + 1, 1000);
+  auto out = ep_->take();
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(out[0].seq, kIss + 1);
+  for (const Out& o : out) EXPECT_LE(o.payload.size(), 1000u - 40u);
+  TcpConnInfo ci;
+  ASSERT_TRUE(st().info(c, &ci));
+  EXPECT_EQ(ci.mss, 960u);
+  EXPECT_EQ(st().counters()[kPmtuUpdates], 1u);
+  // A forged tiny MTU is clamped to the IPv4 576 minimum.
+  st().icmp_too_big(tuple(), kIss + 1, 68);
+  ASSERT_TRUE(st().info(c, &ci));
+  EXPECT_EQ(ci.mss, 536u);
+  ep_->take();
+  st().abort(c);
+}
+
+TEST_F(TcpStateMachine, after_an_idle_period_longer_than_rto_cwnd_restarts_from_the_initial_window) {
+  cfg_.cc = CcAlgo::kNewReno;
+  make();
+  const TcpConnId c = establish_passive();
+  // Grow cwnd beyond the initial 10 segments: acknowledge each flight until all is sent.
+  std::vector<Out> flight = send_bytes(c, 40 * 1460);
+  for (int round = 0; round < 20 && !flight.empty(); ++round) {
+    const Out& last = flight.back();
+    flight = seg(A, kPeerIss + 1, last.seq + uint32_t(last.payload.size()));
+  }
+  TcpConnInfo ci;
+  ASSERT_TRUE(st().info(c, &ci));
+  ASSERT_GT(ci.cwnd, 10u * ci.mss);
+  ASSERT_EQ(ci.send_queued, 0u);
+  advance(2000);  // idle, longer than RTO
+  EXPECT_EQ(send_bytes(c, 40 * 1460).size(), 10u);  // RFC 5681 §4.1: RW = min(IW, cwnd)
+  EXPECT_EQ(st().counters()[kIdleRestarts], 1u);
   st().abort(c);
 }
 
