@@ -73,6 +73,7 @@ struct Tcb {
   bool rtt_timing = false;    // Karn: a segment is being timed (no timestamps)
   bool ack_now = false;       // an ACK must go out at the end of this input
   bool dsack_pending = false;
+  bool eifel_check = false;   // the next ACK of new data decides whether the RTO was spurious
   uint8_t events = 0;
   uint8_t dupacks = 0;        // NewReno duplicate ACK counter (no SACK)
   uint8_t retries = 0;        // consecutive RTO / persist / keepalive expiries
@@ -99,6 +100,7 @@ struct Tcb {
   uint32_t rtt_seq = 0;      // Karn: the timed segment's end
   uint64_t rtt_start_ns = 0;
   uint64_t last_send_ns = 0;  // last data segment sent (RFC 5681 §4.1 idle restart)
+  uint32_t rto_tsval = 0;     // TSval of the first retransmission after a timeout (RFC 3522)
   uint32_t persist_backoff = 0;
   SendBuf sb;
 

@@ -614,6 +614,15 @@ bool TcpStack::process_ack(Tcb* t, const Seg& s) {
       t->rto.on_rtt_sample(uint32_t((now_ns_ - t->rtt_start_ns) / 1000));
       t->rtt_timing = false;
     }
+    if (t->eifel_check) {
+      t->eifel_check = false;
+      if (s.opt.has_ts && s.opt.tsecr != 0 && seq_lt(s.opt.tsecr, t->rto_tsval) && t->cc.undo()) {
+        // RFC 3522 detection, RFC 4015 response: the original transmission arrived. Restore
+        // the window and carry on after what was already sent instead of going back N.
+        count(kSpuriousRto);
+        t->snd_nxt = t->snd_max;
+      }
+    }
     free_send_acked(t, s.ack);
     t->snd_una = s.ack;
     if (seq_lt(t->snd_nxt, t->snd_una)) t->snd_nxt = t->snd_una;

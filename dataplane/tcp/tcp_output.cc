@@ -346,6 +346,12 @@ void TcpStack::rto_retransmit(Tcb* t) {
   t->dupacks = 0;
   t->rtt_timing = false;
   t->snd_nxt = t->snd_una;
+  if (t->ts_ok && !t->eifel_check) {
+    // RFC 3522: remember the TSval of the first retransmission; an ACK echoing an older one
+    // acknowledges the original transmission, so the timeout was spurious.
+    t->eifel_check = true;
+    t->rto_tsval = ts_now();
+  }
   // Even into a zero window: the peer answers with its current window.
   xmit(t, t->snd_una, t->smss);
   t->rtx_kind = RtxKind::kRto;

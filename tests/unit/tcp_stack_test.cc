@@ -744,6 +744,41 @@ TEST_F(TcpStateMachine, rto_retransmits_the_first_segment_with_exponential_backo
   st().abort(c);
 }
 
+TEST_F(TcpStateMachine, a_timeout_the_timestamps_prove_spurious_is_undone) {
+  for (const bool spurious : {true, false}) {
+    make();
+    rec_ = Recorder{};
+    const TcpConnId c = establish_passive({.ts = true});
+    TcpConnInfo before;
+    ASSERT_TRUE(st().info(c, &before));
+    const uint32_t mss = before.mss;  // 1448: 1460 less the timestamp option
+    const auto out = send_bytes(c, 5 * mss);
+    ASSERT_EQ(out.size(), 5u);
+    const uint32_t original_ts = out[0].opt.tsval;
+    ASSERT_TRUE(st().info(c, &before));
+    const auto rexmit = advance(200);
+    ASSERT_EQ(rexmit.size(), 1u);
+    ASSERT_GT(rexmit[0].opt.tsval, original_ts);
+    // The ACK of the first segment echoes the original's TSval (a delayed ACK, not a loss), or
+    // the retransmission's (a real loss).
+    const uint32_t echo = spurious ? original_ts : rexmit[0].opt.tsval;
+    const auto next = seg(A, kPeerIss + 1, kIss + 1 + mss, 0, 65535, ts_option(5000, echo));
+    TcpConnInfo after;
+    ASSERT_TRUE(st().info(c, &after));
+    EXPECT_EQ(st().counters()[kSpuriousRto], spurious ? 1u : 0u);
+    if (spurious) {
+      EXPECT_GE(after.cwnd, before.cwnd);  // RFC 4015: the reduction is undone (then grows)
+      EXPECT_TRUE(next.empty());           // and segments 2-5 are not sent again
+    } else {
+      EXPECT_LT(after.cwnd, before.cwnd);
+      ASSERT_FALSE(next.empty());          // go-back-N resends segment 2
+      EXPECT_EQ(next[0].seq, kIss + 1 + mss);
+    }
+    st().abort(c);
+    ep_.reset();
+  }
+}
+
 TEST_F(TcpStateMachine, three_duplicate_acks_trigger_a_fast_retransmit_without_sack) {
   cfg_.cc = CcAlgo::kNewReno;
   make();
