@@ -249,14 +249,12 @@ void TcpStack::dispatch(Tcb* t) {
   } kOrder[] = {{kEvConnected, TcpEvent::kConnected}, {kEvReadable, TcpEvent::kReadable},
                 {kEvPeerFin, TcpEvent::kPeerFin},     {kEvWritable, TcpEvent::kWritable},
                 {kEvReset, TcpEvent::kReset},         {kEvClosed, TcpEvent::kClosed}};
-  ++dispatch_depth_;
   for (const auto& e : kOrder) {
     if (t->gen != gen || !t->app_owned) break;
     if ((t->events & e.bit) == 0) continue;
     t->events &= uint8_t(~e.bit);
     t->fn(t->user, id, e.ev);
   }
-  --dispatch_depth_;
   if (t->gen == gen && !t->app_owned) t->events = 0;
 }
 
@@ -392,12 +390,7 @@ uint32_t TcpStack::send(TcpConnId c, const void* data, uint32_t len) {
     t->want_writable = true;
     if (cfg_.snd_buf_bytes > sb.bytes) mem_blocked_ = true;
   }
-  if (done > 0 && dispatch_depth_ == 0) {
-    output(t);
-    dispatch(t);
-  } else if (done > 0) {
-    output(t);
-  }
+  if (done > 0) output(t);
   return done;
 }
 
@@ -419,7 +412,6 @@ bool TcpStack::send_chain(TcpConnId c, rte_mbuf* chain) {
   sb.bytes += len;
   mem_used_ += len;
   output(t);
-  if (dispatch_depth_ == 0) dispatch(t);
   return true;
 }
 
@@ -505,10 +497,9 @@ TcpError TcpStack::shutdown_write(TcpConnId c) {
   if (t->shut_wr) return TcpError::kOk;
   switch (t->state) {
     case TcpState::kSynSent:
-      // RFC 9293 §3.10.4: CLOSE in SYN-SENT deletes the TCB; a half-close before the
-      // handshake means there is nothing to send: reset quietly.
-      terminate(t, kEvClosed);
-      if (dispatch_depth_ == 0) dispatch(t);
+      // RFC 9293 §3.10.4: CLOSE in SYN-SENT deletes the TCB (nothing was sent yet). The
+      // caller asked for it: no event.
+      terminate(t, 0);
       return TcpError::kOk;
     case TcpState::kSynReceived:
     case TcpState::kEstablished:
@@ -524,7 +515,6 @@ TcpError TcpStack::shutdown_write(TcpConnId c) {
     default: return TcpError::kBadState;
   }
   output(t);
-  if (dispatch_depth_ == 0) dispatch(t);
   return TcpError::kOk;
 }
 
@@ -600,7 +590,6 @@ void TcpStack::icmp_too_big(const TcpTuple& tp, uint32_t seq, uint32_t mtu) {
   t->snd_nxt = t->snd_una;
   t->rtt_timing = false;
   output(t);
-  if (dispatch_depth_ == 0) dispatch(t);
 }
 
 // ---- Introspection ----------------------------------------------------------------------------

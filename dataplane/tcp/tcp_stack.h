@@ -85,6 +85,7 @@ class TcpStack {
                    TcpConnId* out);
 
   // ---- Data ---------------------------------------------------------------------------------
+  // None of these calls the event function: events come only from input() and advance().
   // Copies up to `len` bytes into the send buffer; returns how many it took (0 when the
   // per-connection buffer or the worker budget is full: kWritable follows when room opens).
   uint32_t send(TcpConnId c, const void* data, uint32_t len);
@@ -227,7 +228,6 @@ class TcpStack {
   uint64_t mem_used_ = 0;
   uint32_t next_port_ = 0;
   uint32_t hash_seed_ = 0;
-  uint32_t dispatch_depth_ = 0;
   bool mem_blocked_ = false;  // a send() was cut short by the worker budget
   TcpCounters counters_;
 };
