@@ -548,7 +548,6 @@ void TcpStack::input_synchronized(Tcb* t, rte_mbuf* m, const Seg& s) {
         if (!t->app_owned) {
           // RFC 9293 §3.10.4 / RFC 2525 2.17: nobody will read it: reset.
           rte_pktmbuf_free(m);
-          count(kRstIn);
           send_rst(t);
           terminate(t, 0);
           return;
@@ -759,7 +758,7 @@ void TcpStack::process_data(Tcb* t, rte_mbuf* m, const Seg& s) {
       t->ack_now = true;
       break;
     case ReassStatus::kOutOfWindow:
-      count(kDropRcvBufFull);
+      count(kDropOutOfWindow);
       t->ack_now = true;
       break;
     case ReassStatus::kNoRoom:
