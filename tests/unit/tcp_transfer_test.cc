@@ -699,7 +699,11 @@ struct EchoServer {
       pending = nullptr;
       echoed += len;
     }
-    if (pending == nullptr && peer_fin) stack->shutdown_write(conn);
+    // The FIN goes after the last byte: nothing pending, nothing left to read.
+    TcpConnInfo ci;
+    if (pending == nullptr && peer_fin && stack->info(conn, &ci) && ci.recv_queued == 0) {
+      stack->shutdown_write(conn);
+    }
   }
   ~EchoServer() {
     if (pending != nullptr) rte_pktmbuf_free(pending);
