@@ -176,8 +176,12 @@ void TcpStack::enter_established(Tcb* t) {
   t->sack.init(t->snd_una, t->smss);
   t->reass.init(t->rcv_nxt, cfg_.reass);
   t->retries = 0;
-  t->app_owned = true;
-  t->events |= kEvConnected;
+  // A listener's connection becomes the application's now. An active open the application
+  // already closed (simultaneous open) finishes in the background without events.
+  if (!t->orphaned) {
+    t->app_owned = true;
+    t->events |= kEvConnected;
+  }
   t->last_rcv_ms = now_ms();
   count(kEstablished);
   if (t->ka_enabled) deps_.wheel->schedule(&t->keep_timer, t->last_rcv_ms + t->ka_idle_ms);

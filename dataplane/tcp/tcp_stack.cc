@@ -530,6 +530,7 @@ void TcpStack::close(TcpConnId c) {
   t = tcb_of(c);
   if (t == nullptr) return;
   t->app_owned = false;
+  t->orphaned = true;
   t->events = 0;
   if (t->state == TcpState::kClosed) {
     free_tcb(t);

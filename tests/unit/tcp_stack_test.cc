@@ -405,6 +405,25 @@ TEST_F(TcpStateMachine, simultaneous_open_syn_then_syn_ack_establishes) {
   st().abort(c);
 }
 
+TEST_F(TcpStateMachine, an_active_open_closed_during_simultaneous_open_finishes_without_events) {
+  make();
+  Recorder rec;
+  TcpConnId c;
+  ASSERT_EQ(st().connect(kUs, kPeer, kPeerPort, nullptr, nullptr, Recorder::on_event, &rec, &c),
+            TcpError::kOk);
+  local_port_ = ep_->take().at(0).sport;
+  ASSERT_EQ(seg(S, kPeerIss, 0).size(), 1u);  // SYN-RECEIVED, our SYN-ACK
+  st().close(c);                               // released before the handshake completes
+  EXPECT_EQ(st().state(c), dp::tcp::TcpState::kClosed);  // the handle is stale
+  const auto out = seg(S | A, kPeerIss, kIss + 1);
+  // Established, then straight to FIN-WAIT-1: the FIN goes with the ACK.
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].flags, F | A);
+  EXPECT_EQ(st().state_of(TcpTuple{kUs, kPeer, local_port_, kPeerPort}),
+            dp::tcp::TcpState::kFinWait1);
+  EXPECT_TRUE(rec.events.empty());
+}
+
 // ---- ESTABLISHED ------------------------------------------------------------------------------
 
 struct EstRow {
