@@ -132,6 +132,23 @@ class TcpStateMachine : public ::testing::Test {
     return b;
   }
 
+  // connect() to the raw peer; checks the SYN and aims raw segments at the chosen port.
+  TcpConnId active_open(Recorder* rec) {
+    TcpConnId c = kNoConn;
+    EXPECT_EQ(st().connect(kUs, kPeer, kPeerPort, nullptr, nullptr, Recorder::on_event, rec, &c),
+              TcpError::kOk);
+    const auto syn = ep_->take();
+    EXPECT_EQ(syn.size(), 1u);
+    if (syn.empty()) return c;
+    EXPECT_EQ(syn[0].flags, S);
+    EXPECT_EQ(syn[0].seq, kIss);
+    EXPECT_TRUE(syn[0].opt.sack_permitted);
+    EXPECT_TRUE(syn[0].opt.has_ts);
+    EXPECT_NE(syn[0].opt.wscale, 0xff);
+    local_port_ = syn[0].sport;
+    return c;
+  }
+
   // LISTEN -> SYN-RECEIVED -> ESTABLISHED with the raw peer; returns the handle.
   TcpConnId establish_passive(SynOpts o = {}) {
     EXPECT_EQ(st().listen(kUs, kLocalPort, Recorder::accept, &rec_), TcpError::kOk);
@@ -347,18 +364,7 @@ TEST_F(TcpStateMachine, syn_sent_table) {
   for (const SynSentRow& r : rows) {
     make();
     Recorder rec;
-    TcpConnId c;
-    ASSERT_EQ(st().connect(kUs, kPeer, kPeerPort, nullptr, nullptr, Recorder::on_event, &rec, &c),
-              TcpError::kOk);
-    auto syn = ep_->take();
-    ASSERT_EQ(syn.size(), 1u);
-    EXPECT_EQ(syn[0].flags, S);
-    EXPECT_EQ(syn[0].seq, kIss);
-    EXPECT_TRUE(syn[0].opt.sack_permitted);
-    EXPECT_TRUE(syn[0].opt.has_ts);
-    EXPECT_NE(syn[0].opt.wscale, 0xff);
-    // The raw peer answers from the port the stack chose.
-    local_port_ = syn[0].sport;
+    const TcpConnId c = active_open(&rec);
     auto out = seg(r.flags, kPeerIss, r.ack);
     EXPECT_EQ(st().state_of(TcpTuple{kUs, kPeer, local_port_, kPeerPort}), r.want) << r.name;
     if (r.want != St::kClosed) {
@@ -383,10 +389,7 @@ TEST_F(TcpStateMachine, syn_sent_table) {
 TEST_F(TcpStateMachine, simultaneous_open_syn_then_syn_ack_establishes) {
   make();
   Recorder rec;
-  TcpConnId c;
-  ASSERT_EQ(st().connect(kUs, kPeer, kPeerPort, nullptr, nullptr, Recorder::on_event, &rec, &c),
-            TcpError::kOk);
-  local_port_ = ep_->take().at(0).sport;
+  const TcpConnId c = active_open(&rec);
   auto send = [&](uint8_t flags, uint32_t seq, uint32_t ack) { return seg(flags, seq, ack); };
   // RFC 9293 Figure 7: the SYNs cross.
   auto out = send(S, kPeerIss, 0);
@@ -408,10 +411,7 @@ TEST_F(TcpStateMachine, simultaneous_open_syn_then_syn_ack_establishes) {
 TEST_F(TcpStateMachine, an_active_open_closed_during_simultaneous_open_finishes_without_events) {
   make();
   Recorder rec;
-  TcpConnId c;
-  ASSERT_EQ(st().connect(kUs, kPeer, kPeerPort, nullptr, nullptr, Recorder::on_event, &rec, &c),
-            TcpError::kOk);
-  local_port_ = ep_->take().at(0).sport;
+  const TcpConnId c = active_open(&rec);
   ASSERT_EQ(seg(S, kPeerIss, 0).size(), 1u);  // SYN-RECEIVED, our SYN-ACK
   st().close(c);                               // released before the handshake completes
   EXPECT_EQ(st().state(c), dp::tcp::TcpState::kClosed);  // the handle is stale
