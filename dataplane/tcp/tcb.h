@@ -29,7 +29,7 @@ struct SendBuf {
 };
 
 // What the retransmission timer (one Timer) is currently timing.
-enum class RtxKind : uint8_t { kNone, kRto, kPersist, kTimeWait, kFinWait2 };
+enum class RtxKind : uint8_t { kNone, kRto, kTlp, kPersist, kTimeWait, kFinWait2 };
 
 // Pending events for the application, delivered after the segment that caused them.
 inline constexpr uint8_t kEvConnected = 1 << 0;
@@ -75,6 +75,7 @@ struct Tcb {
   bool ack_now = false;       // an ACK must go out at the end of this input
   bool dsack_pending = false;
   bool eifel_check = false;   // the next ACK of new data decides whether the RTO was spurious
+  bool tlp_sent = false;      // a tail loss probe went out; none again until SND.UNA moves
   uint8_t events = 0;
   uint8_t dupacks = 0;        // NewReno duplicate ACK counter (no SACK)
   uint8_t retries = 0;        // consecutive RTO / persist / keepalive expiries

@@ -632,7 +632,9 @@ bool TcpStack::process_ack(Tcb* t, const Seg& s) {
     t->retries = 0;
     t->persist_backoff = 0;
     // RFC 6298 §5.3: new data acknowledged restarts the timer (output() re-arms it).
-    if (t->rtx_kind == RtxKind::kRto || t->rtx_kind == RtxKind::kPersist) {
+    t->tlp_sent = false;
+    if (t->rtx_kind == RtxKind::kRto || t->rtx_kind == RtxKind::kTlp ||
+        t->rtx_kind == RtxKind::kPersist) {
       deps_.wheel->cancel(&t->rtx_timer);
       t->rtx_kind = RtxKind::kNone;
     }

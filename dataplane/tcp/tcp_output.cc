@@ -309,12 +309,19 @@ void TcpStack::arm_rtx(Tcb* t) {
   TimerWheel* w = deps_.wheel;
   const bool handshake = t->state == TcpState::kSynSent || t->state == TcpState::kSynReceived;
   if (handshake || t->snd_una != t->snd_max) {
+    t->persist_backoff = 0;
     // RFC 6298 §5.1: start the timer when data goes out and it is not running.
-    if (t->rtx_kind != RtxKind::kRto || !t->rtx_timer.pending()) {
+    if ((t->rtx_kind == RtxKind::kRto || t->rtx_kind == RtxKind::kTlp) && t->rtx_timer.pending()) {
+      return;
+    }
+    const uint32_t pto_us = handshake ? 0 : tlp_timeout_us(t);
+    if (pto_us != 0) {
+      t->rtx_kind = RtxKind::kTlp;
+      w->schedule(&t->rtx_timer, now_ms() + (pto_us + 999) / 1000);
+    } else {
       t->rtx_kind = RtxKind::kRto;
       w->schedule(&t->rtx_timer, now_ms() + (t->rto.rto_us() + 999) / 1000);
     }
-    t->persist_backoff = 0;
     return;
   }
   const bool pending = t->snd_nxt != t->data_end() || (t->shut_wr && !t->fin_sent);
@@ -333,6 +340,36 @@ void TcpStack::arm_rtx(Tcb* t) {
   // RFC 6298 §5.2: all data acknowledged: stop the timer.
   w->cancel(&t->rtx_timer);
   t->rtx_kind = RtxKind::kNone;
+}
+
+uint32_t TcpStack::tlp_timeout_us(const Tcb* t) const {
+  // RFC 8985 §7.2: schedule a probe only with SACK, outside recovery, with an RTT measured,
+  // once per episode, and when it would fire before the RTO.
+  if (!t->sack_ok || t->tlp_sent || t->cc.in_recovery() || t->sack.in_recovery() ||
+      !t->rto.has_sample() || t->rto.backoffs() != 0) {
+    return 0;
+  }
+  uint64_t pto = 2 * uint64_t(t->rto.srtt_us());
+  if (t->snd_max - t->snd_una <= t->smss) pto += kTlpDelayedAckUs;
+  pto = std::max<uint64_t>(pto, kTlpMinUs);
+  return pto < t->rto.rto_us() ? uint32_t(pto) : 0;
+}
+
+void TcpStack::send_tail_loss_probe(Tcb* t) {
+  // RFC 8985 §7.3: new data when the windows allow, else the last segment sent again; either
+  // way its ACK (with SACK) shows what the tail lost. Then the RTO as usual.
+  count(kTlpProbes);
+  t->tlp_sent = true;
+  const uint32_t end = t->data_end();
+  const uint32_t wnd_end = t->snd_una + t->snd_wnd;
+  if (t->snd_nxt == t->snd_max && seq_lt(t->snd_nxt, end) && seq_lt(t->snd_nxt, wnd_end)) {
+    xmit(t, t->snd_nxt, std::min({uint32_t(t->smss), end - t->snd_nxt, wnd_end - t->snd_nxt}));
+  } else {
+    const uint32_t len = std::min<uint32_t>(t->smss, t->snd_max - t->snd_una);
+    xmit(t, t->snd_max - len, len);
+  }
+  t->rtx_kind = RtxKind::kRto;
+  deps_.wheel->schedule(&t->rtx_timer, now_ms() + (t->rto.rto_us() + 999) / 1000);
 }
 
 void TcpStack::rto_retransmit(Tcb* t) {
@@ -375,6 +412,13 @@ void TcpStack::on_rtx_timer(Tcb* t) {
       send_segment(t, t->snd_una - 1, 0, 0);
       ++t->persist_backoff;
       arm_rtx(t);
+      return;
+    case RtxKind::kTlp:
+      if (t->snd_una != t->snd_max) {
+        send_tail_loss_probe(t);
+      } else {
+        arm_rtx(t);
+      }
       return;
     case RtxKind::kRto: break;
     case RtxKind::kNone: return;

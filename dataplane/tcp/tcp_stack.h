@@ -181,6 +181,8 @@ class TcpStack {
   void on_keep_timer(Tcb* t);
   void schedule_ack(Tcb* t);
   void rto_retransmit(Tcb* t);
+  uint32_t tlp_timeout_us(const Tcb* t) const;  // 0: no probe, arm the RTO
+  void send_tail_loss_probe(Tcb* t);
   void retransmit_una(Tcb* t);
   uint32_t ts_now() const { return uint32_t(now_ns_ / 1'000'000); }
   uint32_t now_ms() const { return uint32_t(now_ns_ / 1'000'000); }

@@ -91,6 +91,11 @@ inline constexpr uint32_t kDefaultKeepaliveProbes = 9;
 // RFC 5961 §7 / RFC 9293 §3.10.7.4: challenge ACKs per connection per second. Per connection,
 // never global (a global limit is a side channel: CVE-2016-5696).
 inline constexpr uint32_t kDefaultChallengeAcksPerSec = 10;
+// RFC 8985 §7.2: the tail loss probe timeout is 2 * SRTT, plus the peer's worst-case delayed
+// ACK (200 ms) when one segment is in flight, never below 10 ms (Linux's floor: timers are
+// not finer than the wheel's ticks plus scheduling noise).
+inline constexpr uint32_t kTlpMinUs = 10'000;
+inline constexpr uint32_t kTlpDelayedAckUs = 200'000;
 // Persist timer bounds (RFC 9293 §3.8.6.1 probes with exponential backoff, like RTO).
 inline constexpr uint32_t kDefaultPersistMaxMs = 60'000;
 

@@ -844,6 +844,37 @@ TEST_F(TcpStateMachine, sack_recovery_retransmits_only_the_holes) {
   st().abort(c);
 }
 
+TEST_F(TcpStateMachine, a_lost_tail_is_probed_after_two_rtts_not_an_rto) {
+  make();
+  const TcpConnId c = establish_passive({.sack = true});
+  TcpConnInfo ci;
+  ASSERT_TRUE(st().info(c, &ci));
+  ASSERT_EQ(ci.rto_us, 200'000u);
+  const auto out = send_bytes(c, 3 * 1460);
+  ASSERT_EQ(out.size(), 3u);
+  // No ACK: SRTT is ~0 here, so the probe timeout is its 10 ms floor (RFC 8985 §7.2).
+  EXPECT_TRUE(advance(9).empty());
+  const auto probe = advance(1);
+  ASSERT_EQ(probe.size(), 1u);
+  EXPECT_EQ(probe[0].seq, kIss + 1 + 2 * 1460);  // the last segment (no new data to send)
+  EXPECT_EQ(probe[0].payload.size(), 1460u);
+  EXPECT_EQ(st().counters()[kTlpProbes], 1u);
+  EXPECT_EQ(st().counters()[kRtoFired], 0u);
+  // One probe per episode: the RTO comes next if nothing is acknowledged.
+  EXPECT_TRUE(advance(150).empty());
+  // The probe repaired the tail: everything acknowledged, no timeout.
+  EXPECT_TRUE(seg(A, kPeerIss + 1, kIss + 1 + 3 * 1460).empty());
+  EXPECT_TRUE(advance(1000).empty());
+  EXPECT_EQ(st().counters()[kRtoFired], 0u);
+  // One segment in flight: the probe would wait for the peer's delayed ACK; the RTO is sooner.
+  ASSERT_EQ(send_bytes(c, 100).size(), 1u);
+  EXPECT_TRUE(advance(199).empty());
+  EXPECT_EQ(advance(1).size(), 1u);
+  EXPECT_EQ(st().counters()[kRtoFired], 1u);
+  EXPECT_EQ(st().counters()[kTlpProbes], 1u);
+  st().abort(c);
+}
+
 TEST_F(TcpStateMachine, zero_window_is_probed_and_data_flows_when_it_opens) {
   make();
   const TcpConnId c = establish_passive();
