@@ -35,7 +35,7 @@ namespace meshgate::dp::tcp {
 
 struct TcpStackDeps {
   rte_mempool* pool = nullptr;   // TX frames and send-buffer copies
-  TimerWheel* wheel = nullptr;   // the worker's wheel; the stack's timers live there
+  TimerWheel* wheel = nullptr;   // owned by the worker, used by this stack only (see advance())
   TcpOutputFn output = nullptr;
   void* output_ctx = nullptr;
   TcpIsnFn isn = nullptr;        // nullptr: RFC 6528 from config.secret
@@ -64,10 +64,13 @@ class TcpStack {
   // `m`: its payload is kept zero-copy when in order or reassembled, freed otherwise.
   void input(rte_mbuf* m, const PacketMeta& meta, uint64_t now_ns);
 
-  // Runs due timers (RTO, delayed ACK, persist, keepalive, TIME-WAIT). Call once per loop
-  // iteration. Only needed when the stack owns its wheel's advancing; a worker that advances a
-  // shared wheel itself must call set_now() first.
+  // Runs due timers (RTO, TLP, delayed ACK, persist, keepalive, TIME-WAIT) on deps.wheel, at
+  // most `budget` of them, and wakes senders blocked on the worker memory budget. Call once per
+  // poll-loop iteration. The stack advances the wheel itself and passes itself as the wheel's
+  // context: give it a wheel of its own rather than one other modules' timers share.
   void advance(uint64_t now_ns, uint32_t budget = 1024);
+  // Moves the stack's clock forward (never back) without running timers, for API calls made
+  // outside input() / advance() (timestamps and timers read it).
   void set_now(uint64_t now_ns);
 
   // ---- Listeners ----------------------------------------------------------------------------
