@@ -720,6 +720,68 @@ TEST_F(TcpStateMachine, with_timestamps_time_wait_reuse_follows_the_timestamp_no
   }
 }
 
+TEST_F(TcpStateMachine, an_orphaned_fin_wait_2_times_out) {
+  cfg_.fin_wait2_ms = 5000;
+  make();
+  const TcpConnId c = establish_passive();
+  st().close(c);  // FIN; the handle is released at once
+  ASSERT_EQ(ep_->take().size(), 1u);
+  seg(A, kPeerIss + 1, kIss + 2);  // our FIN acknowledged; the peer never sends its own
+  EXPECT_EQ(state(), dp::tcp::TcpState::kFinWait2);
+  advance(4999);
+  EXPECT_EQ(state(), dp::tcp::TcpState::kFinWait2);
+  advance(1);
+  EXPECT_EQ(state(), dp::tcp::TcpState::kClosed);
+  EXPECT_EQ(st().connections(), 0u);
+}
+
+TEST_F(TcpStateMachine, connect_picks_a_port_the_predicate_accepts_and_reports_exhaustion) {
+  cfg_.ephemeral_lo = 40000;
+  cfg_.ephemeral_hi = 40009;
+  make();
+  // The worker's predicate will be "the reply hashes to my RSS queue"; here: odd ports only.
+  auto odd = [](void*, const TcpTuple& t) { return (t.local_port & 1) == 1; };
+  Recorder rec;
+  std::vector<TcpConnId> conns;
+  for (int i = 0; i < 5; ++i) {
+    TcpConnId c;
+    ASSERT_EQ(st().connect(kUs, kPeer, kPeerPort, odd, nullptr, Recorder::on_event, &rec, &c),
+              TcpError::kOk);
+    TcpConnInfo ci;
+    ASSERT_TRUE(st().info(c, &ci));
+    EXPECT_EQ(ci.tuple.local_port & 1, 1);
+    EXPECT_GE(ci.tuple.local_port, 40000);
+    EXPECT_LE(ci.tuple.local_port, 40009);
+    conns.push_back(c);
+  }
+  TcpConnId c;
+  EXPECT_EQ(st().connect(kUs, kPeer, kPeerPort, odd, nullptr, Recorder::on_event, &rec, &c),
+            TcpError::kNoPort);
+  // The same ports toward another remote port are other tuples: free.
+  EXPECT_EQ(st().connect(kUs, kPeer, kPeerPort + 1, odd, nullptr, Recorder::on_event, &rec, &c),
+            TcpError::kOk);
+  conns.push_back(c);
+  ep_->drop_output();
+  for (TcpConnId k : conns) st().abort(k);
+}
+
+TEST_F(TcpStateMachine, the_connection_table_is_bounded) {
+  cfg_.max_connections = 2;
+  cfg_.syncookies = false;
+  make();
+  ASSERT_EQ(st().listen(kUs, kLocalPort, Recorder::accept, &rec_), TcpError::kOk);
+  EXPECT_EQ(seg(S, kPeerIss, 0, 0, 65535, {}, 1001).size(), 1u);
+  EXPECT_EQ(seg(S, kPeerIss, 0, 0, 65535, {}, 1002).size(), 1u);
+  // Full: the third SYN gets nothing (the client retries), and connect() says so.
+  EXPECT_TRUE(seg(S, kPeerIss, 0, 0, 65535, {}, 1003).empty());
+  EXPECT_EQ(st().connections(), 2u);
+  EXPECT_GE(st().counters()[kDropTableFull], 1u);
+  Recorder rec;
+  TcpConnId c;
+  EXPECT_EQ(st().connect(kUs, kPeer, kPeerPort, nullptr, nullptr, Recorder::on_event, &rec, &c),
+            TcpError::kTableFull);
+}
+
 TEST_F(TcpStateMachine, close_with_unread_data_resets_the_connection) {
   make();
   const TcpConnId c = establish_passive();
