@@ -19,8 +19,8 @@ namespace {
 // RFC 7323 §5.5: TS.Recent is invalid after 24 days idle (the peer's clock may have wrapped).
 constexpr uint32_t kPawsIdleMs = 24u * 24 * 3600 * 1000;
 // RFC 9293 §3.7.1 / RFC 8200 §5: the send MSS when the peer sends no MSS option.
-constexpr uint16_t kDefaultMssV4 = 536;
-constexpr uint16_t kDefaultMssV6 = 1220;
+constexpr uint16_t kPeerDefaultMssV4 = 536;
+constexpr uint16_t kPeerDefaultMssV6 = 1220;
 // Linux tcp_min_snd_mss: a peer advertising a tiny MSS must not make us send 1-byte segments.
 constexpr uint16_t kMinSendMss = 48;
 // Room for IP and TCP headers (with options) in a transmitted frame.
@@ -155,7 +155,7 @@ void TcpStack::negotiate(Tcb* t, const TcpOptions& o) {
   t->sack_ok = cfg_.sack && o.sack_permitted;  // RFC 2018 §2
   // RFC 9293 §3.7.1: Eff.snd.MSS = min(SendMSS, our MTU's MSS) - TCP options (the 12 bytes of
   // a timestamp on every segment); and a frame must fit one mbuf.
-  t->peer_mss = o.mss != 0 ? o.mss : (t->v6 ? kDefaultMssV6 : kDefaultMssV4);
+  t->peer_mss = o.mss != 0 ? o.mss : (t->v6 ? kPeerDefaultMssV6 : kPeerDefaultMssV4);
   uint32_t mss = std::min<uint32_t>(t->peer_mss, t->v6 ? cfg_.mss_v6 : cfg_.mss);
   if (t->ts_ok) mss -= std::min<uint32_t>(mss, 12);
   const uint32_t room = rte_pktmbuf_data_room_size(deps_.pool) - RTE_PKTMBUF_HEADROOM - kFrameHeaders;
@@ -269,7 +269,7 @@ void TcpStack::input_listen(Listener* l, rte_mbuf* m, const Seg& s) {
 void TcpStack::syn_ack_cookie(Listener* l, const Seg& s) {
   const SynCookieTuple ct{s.tp.remote, s.tp.local, __builtin_bswap16(s.tp.remote_port),
                           __builtin_bswap16(s.tp.local_port)};
-  const uint16_t client_mss = s.opt.mss != 0 ? s.opt.mss : (s.v6 ? kDefaultMssV6 : kDefaultMssV4);
+  const uint16_t client_mss = s.opt.mss != 0 ? s.opt.mss : (s.v6 ? kPeerDefaultMssV6 : kPeerDefaultMssV4);
   const uint32_t isn = cookies_.make_isn(ct, s.seq, client_mss, uint32_t(now_ns_ / 1'000'000'000));
   TcpOptionsOut o;
   o.mss = s.v6 ? cfg_.mss_v6 : cfg_.mss;

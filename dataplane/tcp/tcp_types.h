@@ -99,34 +99,53 @@ inline constexpr uint32_t kTlpDelayedAckUs = 200'000;
 // Persist timer bounds (RFC 9293 §3.8.6.1 probes with exponential backoff, like RTO).
 inline constexpr uint32_t kDefaultPersistMaxMs = 60'000;
 
+// Connections per worker: 4096 TCBs are 4 MB, sized for a proxy worker's share of a node.
+inline constexpr uint32_t kDefaultMaxConnections = 4096;
+// Listeners per worker: proxy VIP ports plus the HBONE port; scanned on SYNs only.
+inline constexpr uint32_t kDefaultMaxListeners = 64;
+// 256 KiB per direction: a 2 Gbit/s x 1 ms data-center BDP, Linux's default order of size.
+inline constexpr uint32_t kDefaultBufBytes = 256 * 1024;
+// All send + receive buffers of one worker: 1000 connections with full buffers both ways.
+inline constexpr uint64_t kDefaultWorkerMemBytes = 256ull << 20;
+// RFC 9293 §3.7.1 MSS for a 1500-byte MTU: 1500 - 20 - 20 (IPv4), 1500 - 40 - 20 (IPv6).
+inline constexpr uint16_t kDefaultMssV4 = 1460;
+inline constexpr uint16_t kDefaultMssV6 = 1440;
+// Half-open connections per listener before SYN cookies: Linux's somaxconn-era default order.
+inline constexpr uint32_t kDefaultSynBacklog = 256;
+// Linux's ip_local_port_range, so tuples look like the kernel's to middleboxes and peers.
+inline constexpr uint16_t kDefaultEphemeralLo = 32768;
+inline constexpr uint16_t kDefaultEphemeralHi = 60999;
+// Linux's ip_default_ttl.
+inline constexpr uint8_t kDefaultTtl = 64;
+
 struct TcpConfig {
-  uint32_t max_connections = 4096;      // per worker, TIME-WAIT and SYN-RECEIVED included
-  uint32_t max_listeners = 64;
-  uint32_t snd_buf_bytes = 256 * 1024;  // per connection: send() accepts up to this much queued
-  uint32_t rcv_buf_bytes = 256 * 1024;  // per connection: the most the receive window offers
-  uint64_t worker_mem_bytes = 256ull << 20;  // all send + receive buffers of this stack
-  uint16_t mss = 1460;                  // ours, advertised (1500-byte IPv4 MTU)
-  uint16_t mss_v6 = 1440;
-  bool window_scaling = true;           // RFC 7323 §2
-  bool timestamps = true;               // RFC 7323 §3
-  bool sack = true;                     // RFC 2018
-  CcAlgo cc = CcAlgo::kCubic;
+  uint32_t max_connections = kDefaultMaxConnections;  // per worker, TIME-WAIT and SYN-RECEIVED included
+  uint32_t max_listeners = kDefaultMaxListeners;
+  uint32_t snd_buf_bytes = kDefaultBufBytes;  // per connection: send() accepts up to this much queued
+  uint32_t rcv_buf_bytes = kDefaultBufBytes;  // per connection: the most the receive window offers
+  uint64_t worker_mem_bytes = kDefaultWorkerMemBytes;  // all send + receive buffers of this stack
+  uint16_t mss = kDefaultMssV4;       // bytes, advertised in our SYNs over IPv4
+  uint16_t mss_v6 = kDefaultMssV6;    // bytes, over IPv6
+  bool window_scaling = true;         // RFC 7323 §2
+  bool timestamps = true;             // RFC 7323 §3
+  bool sack = true;                   // RFC 2018
+  CcAlgo cc = CcAlgo::kCubic;         // RFC 9438 by default, NewReno (RFC 6582) on request
   uint32_t time_wait_ms = kDefaultTimeWaitMs;
-  uint32_t fin_wait2_ms = kDefaultFinWait2Ms;
+  uint32_t fin_wait2_ms = kDefaultFinWait2Ms;      // orphaned connections only
   uint32_t delayed_ack_ms = kDefaultDelayedAckMs;  // 0 = ACK every segment
-  uint32_t max_retries = kDefaultMaxRetries;
+  uint32_t max_retries = kDefaultMaxRetries;       // RTOs in a row before the connection dies
   uint32_t max_syn_retries = kDefaultMaxSynRetries;
-  uint32_t challenge_acks_per_sec = kDefaultChallengeAcksPerSec;
-  uint32_t persist_max_ms = kDefaultPersistMaxMs;
+  uint32_t challenge_acks_per_sec = kDefaultChallengeAcksPerSec;  // per connection
+  uint32_t persist_max_ms = kDefaultPersistMaxMs;  // the longest zero-window probe interval
   // Half-open (SYN-RECEIVED) connections per listener before the listener answers with SYN
   // cookies instead of state (RFC 4987 §3.6).
-  uint32_t syn_backlog = 256;
+  uint32_t syn_backlog = kDefaultSynBacklog;
   bool syncookies = true;
-  ReassLimits reass;                    // per-connection out-of-order limits
-  uint16_t ephemeral_lo = 32768;        // connect(): local ports tried
-  uint16_t ephemeral_hi = 60999;
-  uint8_t ttl = 64;
-  SipKey secret;                        // ISNs (RFC 6528) and SYN cookies; set it randomly
+  ReassLimits reass;                  // per-connection out-of-order limits
+  uint16_t ephemeral_lo = kDefaultEphemeralLo;  // connect(): local ports tried
+  uint16_t ephemeral_hi = kDefaultEphemeralHi;
+  uint8_t ttl = kDefaultTtl;          // IPv4 TTL / IPv6 hop limit of our segments
+  SipKey secret;                      // ISNs (RFC 6528) and SYN cookies; set it randomly
 };
 
 enum TcpCounter : uint32_t {
