@@ -635,16 +635,20 @@ void Worker::stage_flow(rte_mbuf** pkts, uint16_t n) {
   }
 }
 
+void Worker::to_route(const rte_mbuf* m, uint16_t i, uint32_t stat_id) {
+  counter_add(backend_counters_[stat_id].packets, 1);
+  counter_add(backend_counters_[stat_id].bytes, m->pkt_len);
+  egress_[i].decrement_ttl = true;
+  next_[i] = kNextRoute;
+}
+
 void Worker::forward_flow(rte_mbuf* mb, uint16_t i, Flow* f) {
   PacketMeta& m = meta_[i];
   flows_.touch(f, FlowDir::kOriginal, m.tcp_flags, now_ms_of(now_ns_));
   if (MG_LIKELY(f->mode == Mode::kDnat)) {
     // forward() for the commonest case, straight from the flow.
-    counter_add(backend_counters_[f->stat_id].packets, 1);
-    counter_add(backend_counters_[f->stat_id].bytes, mb->pkt_len);
     nat_rewrite<true>(rte_pktmbuf_mtod(mb, uint8_t*), &m, f->backend, f->backend_port);
-    egress_[i].decrement_ttl = true;
-    next_[i] = kNextRoute;
+    to_route(mb, i, f->stat_id);
     return;
   }
   FlowTarget to;
@@ -670,10 +674,7 @@ void Worker::forward_flow(rte_mbuf* mb, uint16_t i, Flow* f) {
 
 void Worker::forward(rte_mbuf* mb, uint16_t i, const FlowTarget& to, uint32_t flow_hash) {
   PacketMeta& m = meta_[i];
-  counter_add(backend_counters_[to.stat_id].packets, 1);
-  counter_add(backend_counters_[to.stat_id].bytes, mb->pkt_len);
   uint8_t* data = rte_pktmbuf_mtod(mb, uint8_t*);
-  egress_[i].decrement_ttl = true;
   switch (to.mode) {
     case Mode::kFullnat:
       nat_rewrite<false>(data, &m, p_.addrs->at(to.local_id), to.local_port);
@@ -690,19 +691,16 @@ void Worker::forward(rte_mbuf* mb, uint16_t i, const FlowTarget& to, uint32_t fl
       nat_rewrite<true>(data, &m, to.backend, to.backend_port);
       break;
   }
-  next_[i] = kNextRoute;
+  to_route(mb, i, to.stat_id);
 }
 
 void Worker::reverse(rte_mbuf* mb, uint16_t i, Flow* f) {
   PacketMeta& m = meta_[i];
   flows_.touch(f, FlowDir::kReply, m.tcp_flags, now_ms_of(now_ns_));
-  counter_add(backend_counters_[f->stat_id].packets, 1);
-  counter_add(backend_counters_[f->stat_id].bytes, mb->pkt_len);
   uint8_t* data = rte_pktmbuf_mtod(mb, uint8_t*);
   nat_rewrite<false>(data, &m, flows_.vip(*f), f->vip_port);
   if (f->mode == Mode::kFullnat) nat_rewrite<true>(data, &m, f->client, f->client_port);
-  egress_[i].decrement_ttl = true;
-  next_[i] = kNextRoute;
+  to_route(mb, i, f->stat_id);
 }
 
 bool Worker::pick_fullnat(const IpAddr& backend, uint16_t backend_port_be, uint8_t proto,

@@ -193,6 +193,9 @@ class Worker {
 #endif
     return n >= kBurst ? mask : mask & ((1u << n) - 1);
   }
+  // A translated packet of a backend's flow (either direction): counted for the backend, then
+  // routed with its TTL decremented.
+  MG_ALWAYS_INLINE void to_route(const rte_mbuf* m, uint16_t i, uint32_t stat_id);
   // Translation of a client packet toward its backend by the flow's (or `to`'s) mode.
   MG_ALWAYS_INLINE void forward(rte_mbuf* m, uint16_t i, const FlowTarget& to,
                                 uint32_t flow_hash);
