@@ -6,10 +6,11 @@
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
-#include <openssl/x509v3.h>
 
 #include <ctime>
 #include <memory>
+
+#include "dataplane/tls/tls.h"
 
 namespace meshgate::ctl {
 namespace {
@@ -19,9 +20,6 @@ struct BioFree {
 };
 struct X509Free {
   void operator()(X509* x) const { X509_free(x); }
-};
-struct NamesFree {
-  void operator()(GENERAL_NAMES* n) const { GENERAL_NAMES_free(n); }
 };
 
 std::string name_str(const X509_NAME* n) {
@@ -46,21 +44,6 @@ std::string serial_hex(const X509* x) {
   OPENSSL_free(hex);
   BN_free(bn);
   return s;
-}
-
-std::vector<std::string> uri_sans(X509* x) {
-  std::vector<std::string> out;
-  std::unique_ptr<GENERAL_NAMES, NamesFree> names(static_cast<GENERAL_NAMES*>(
-      X509_get_ext_d2i(x, NID_subject_alt_name, nullptr, nullptr)));
-  if (!names) return out;
-  for (int i = 0; i < sk_GENERAL_NAME_num(names.get()); ++i) {
-    const GENERAL_NAME* g = sk_GENERAL_NAME_value(names.get(), i);
-    if (g->type != GEN_URI) continue;
-    const ASN1_IA5STRING* s = g->d.uniformResourceIdentifier;
-    out.emplace_back(reinterpret_cast<const char*>(ASN1_STRING_get0_data(s)),
-                     size_t(ASN1_STRING_length(s)));
-  }
-  return out;
 }
 
 }  // namespace
@@ -88,13 +71,10 @@ Result<std::vector<CertInfo>> read_pem_certs(const std::string& path, const std:
     c.subject = name_str(X509_get_subject_name(x.get()));
     c.issuer = name_str(X509_get_issuer_name(x.get()));
     c.serial = serial_hex(x.get());
-    c.uri_sans = uri_sans(x.get());
-    for (const std::string& u : c.uri_sans) {
-      if (u.rfind("spiffe://", 0) == 0) {
-        c.identity = u;
-        break;
-      }
-    }
+    c.uri_sans = dp::tls::uri_sans_of(x.get());
+    // The SPIFFE id as the TLS layer would verify it.
+    const std::vector<std::string> ids = dp::tls::spiffe_ids_of(x.get());
+    if (!ids.empty()) c.identity = ids.front();
     c.not_before_unix = asn1_unix(X509_get0_notBefore(x.get()));
     c.not_after_unix = asn1_unix(X509_get0_notAfter(x.get()));
     out.push_back(std::move(c));

@@ -17,7 +17,7 @@ struct CertInfo {
   std::string issuer;
   std::string serial;                 // hex
   std::vector<std::string> uri_sans;  // SPIFFE IDs are URI SANs
-  std::string identity;               // the first spiffe:// URI SAN, else empty
+  std::string identity;               // the first well-formed SPIFFE id, else empty
   int64_t not_before_unix = 0;
   int64_t not_after_unix = 0;
 };

@@ -94,21 +94,28 @@ const char* failure_name(Failure f) {
   return "?";
 }
 
-std::vector<std::string> spiffe_ids_of(const void* x509) {
-  std::vector<std::string> ids;
+std::vector<std::string> uri_sans_of(const void* x509) {
+  std::vector<std::string> uris;
   auto* names = static_cast<GENERAL_NAMES*>(
       X509_get_ext_d2i(static_cast<const X509*>(x509), NID_subject_alt_name, nullptr, nullptr));
-  if (names == nullptr) return ids;
+  if (names == nullptr) return uris;
   for (int i = 0; i < sk_GENERAL_NAME_num(names); ++i) {
     const GENERAL_NAME* g = sk_GENERAL_NAME_value(names, i);
     if (g->type != GEN_URI) continue;
     const ASN1_IA5STRING* u = g->d.uniformResourceIdentifier;
-    std::string_view sv(reinterpret_cast<const char*>(ASN1_STRING_get0_data(u)),
-                        size_t(ASN1_STRING_length(u)));
-    SpiffeId id;
-    if (parse_spiffe_id(sv, id)) ids.emplace_back(sv);
+    uris.emplace_back(reinterpret_cast<const char*>(ASN1_STRING_get0_data(u)),
+                      size_t(ASN1_STRING_length(u)));
   }
   GENERAL_NAMES_free(names);
+  return uris;
+}
+
+std::vector<std::string> spiffe_ids_of(const void* x509) {
+  std::vector<std::string> ids = uri_sans_of(x509);
+  std::erase_if(ids, [](const std::string& u) {
+    SpiffeId id;
+    return !parse_spiffe_id(u, id);
+  });
   return ids;
 }
 

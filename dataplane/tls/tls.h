@@ -132,7 +132,9 @@ class Session {
   bool rx_eof_ = false;
 };
 
-// The well-formed SPIFFE URI SANs of a DER/X509 certificate (other URI SANs are ignored).
+// Every URI SAN of an X509 certificate, in certificate order.
+std::vector<std::string> uri_sans_of(const void* x509);
+// The well-formed SPIFFE URI SANs of an X509 certificate (other URI SANs are ignored).
 std::vector<std::string> spiffe_ids_of(const void* x509);
 
 }  // namespace meshgate::dp::tls
