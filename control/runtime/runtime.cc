@@ -238,12 +238,17 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
       log(LogLevel::kInfo, "admin_listening", "listen=\"%s\"", cfg.admin.listen.c_str());
       // What /config_dump shows of the certificates. HBONE itself is not there yet: an
       // unreadable file is reported, not fatal.
+      struct CertFile {
+        const std::string& path;
+        const char* first_role;
+        const char* rest_role;
+      };
+      const CertFile files[] = {{cfg.hbone.cert_chain, "leaf", "intermediate"},
+                                {cfg.hbone.trust_bundle, "trust_anchor", "trust_anchor"}};
       std::vector<CertInfo> certs;
-      const std::pair<const std::string*, const char*> files[] = {
-          {&cfg.hbone.cert_chain, "leaf"}, {&cfg.hbone.trust_bundle, "trust_anchor"}};
-      for (const auto& [path, role] : files) {
-        if (path->empty()) continue;
-        auto r = read_pem_certs(*path, role, role == std::string("leaf") ? "intermediate" : role);
+      for (const CertFile& f : files) {
+        if (f.path.empty()) continue;
+        auto r = read_pem_certs(f.path, f.first_role, f.rest_role);
         if (!r) {
           log(LogLevel::kWarn, "certificate_unreadable", "error=\"%s\"", r.error().message.c_str());
           continue;
