@@ -239,7 +239,8 @@ class FlowTable {
 #if defined(__SSE2__)
     const __m128i key = _mm_set1_epi32(int(x));
     const __m128i lo = _mm_cmpeq_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(v)), key);
-    const __m128i hi = _mm_cmpeq_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(v + 4)), key);
+    const __m128i hi =
+        _mm_cmpeq_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(v + 4)), key);
     return uint32_t(_mm_movemask_ps(_mm_castsi128_ps(lo))) |
            uint32_t(_mm_movemask_ps(_mm_castsi128_ps(hi))) << 4;
 #else
@@ -253,7 +254,9 @@ class FlowTable {
     return lanes_equal(bk.sig, h);
   }
   // Bit j set when bucket entry j is free.
-  static MG_ALWAYS_INLINE uint32_t free_lanes(const Bucket& bk) { return lanes_equal(bk.ref, kEmpty); }
+  static MG_ALWAYS_INLINE uint32_t free_lanes(const Bucket& bk) {
+    return lanes_equal(bk.ref, kEmpty);
+  }
   MG_ALWAYS_INLINE bool matches(const Flow& f, FlowDir dir, const Tuple& t) const {
     if (f.proto != t.proto) return false;
     if (dir == FlowDir::kOriginal) {

@@ -20,7 +20,7 @@ struct Bounds {
 };
 
 // RFC 793 §3.1 option kinds with a fixed length we check (RFC 7323, RFC 2018).
-Drop walk_tcp_options(const uint8_t* opt, uint32_t len, uint16_t* mss, uint8_t* wscale) {
+Drop walk_tcp_options(const uint8_t* opt, uint32_t len, PacketMeta* m) {
   uint32_t i = 0;
   while (i < len) {
     const uint8_t kind = opt[i];
@@ -35,11 +35,11 @@ Drop walk_tcp_options(const uint8_t* opt, uint32_t len, uint16_t* mss, uint8_t* 
     switch (kind) {
       case 2:  // MSS
         if (olen != 4) return Drop::kTcpBadOption;
-        *mss = rd16(opt + i + 2);
+        m->tcp_mss = rd16(opt + i + 2);
         break;
       case 3:  // window scale
         if (olen != 3) return Drop::kTcpBadOption;
-        *wscale = opt[i + 2];
+        m->tcp_wscale = opt[i + 2];
         break;
       case 4:  // SACK permitted
         if (olen != 2) return Drop::kTcpBadOption;
@@ -76,7 +76,7 @@ Drop parse_l4(const uint8_t* data, const Bounds& bd, PacketMeta* m) {
         return Drop::kTcpBadFlags;
       }
       if (doff > kTcpHdrLen) {
-        d = walk_tcp_options(l4 + kTcpHdrLen, doff - kTcpHdrLen, &m->tcp_mss, &m->tcp_wscale);
+        d = walk_tcp_options(l4 + kTcpHdrLen, doff - kTcpHdrLen, m);
         if (d != Drop::kNone) return d;
       }
       std::memcpy(&m->sport, l4, 2);
@@ -237,18 +237,23 @@ Drop parse_ipv6(const uint8_t* data, const Bounds& bd, PacketMeta* m) {
   return Drop::kNone;
 }
 
-// The common case in one pass: untagged Ethernet, IPv4 without options, not a fragment, TCP
-// (its options walked as the general parser walks them) or UDP, all in the first segment.
-// Fills every field but the ARP ones (which only kArp frames read) without clearing the whole
-// struct first. Returns false when the frame needs the general parser, including every frame
-// the general parser would drop: it alone names the reason (and clears what this one wrote).
-enum class FastParse : uint8_t { kDone, kOptions, kGeneral };
+enum class FastParse : uint8_t {
+  kDone,     // parsed
+  kOptions,  // parsed, but the TCP options are still to be walked (fast_tcp_options)
+  kGeneral,  // needs the general parser
+};
 
-MG_ALWAYS_INLINE FastParse parse_fast_ipv4(const uint8_t* data, uint32_t contig_len, uint32_t frame_len,
-                                      PacketMeta* m, bool verify_csum) {
+// The common case in one pass: untagged Ethernet, IPv4 without options, not a fragment, TCP
+// or UDP, all in the first segment. Fills every field but the ARP ones (which only kArp frames
+// read) without clearing the whole struct first. kGeneral for every frame the general parser
+// would drop: it alone names the reason (and clears what this one wrote).
+MG_ALWAYS_INLINE FastParse parse_fast_ipv4(const uint8_t* data, uint32_t contig_len,
+                                           uint32_t frame_len, PacketMeta* m, bool verify_csum) {
   constexpr uint32_t kL3 = kEthHdrLen;
   constexpr uint32_t kL4 = kEthHdrLen + kIpv4HdrLen;
-  if (MG_UNLIKELY(contig_len != frame_len || frame_len < kL4 + kUdpHdrLen)) return FastParse::kGeneral;
+  if (MG_UNLIKELY(contig_len != frame_len || frame_len < kL4 + kUdpHdrLen)) {
+    return FastParse::kGeneral;
+  }
   const uint8_t* ip = data + kL3;
   if (rd16(data + 12) != kEtherTypeIpv4 || ip[0] != 0x45) return FastParse::kGeneral;
   const uint32_t total = rd16(ip + 2);
@@ -329,8 +334,7 @@ namespace {
 MG_NOINLINE Drop fast_tcp_options(const uint8_t* data, uint32_t contig_len, uint32_t frame_len,
                                   PacketMeta* m, bool verify_ipv4_csum) {
   const uint8_t* l4 = data + m->l4_off;
-  if (walk_tcp_options(l4 + kTcpHdrLen, m->l4_hdr_len - kTcpHdrLen, &m->tcp_mss,
-                       &m->tcp_wscale) == Drop::kNone) {
+  if (walk_tcp_options(l4 + kTcpHdrLen, m->l4_hdr_len - kTcpHdrLen, m) == Drop::kNone) {
     return Drop::kNone;
   }
   return parse_frame_general(data, contig_len, frame_len, m, verify_ipv4_csum);
