@@ -5,11 +5,12 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <cstdlib>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "dataplane/common/eal_cleanup.h"
 
 namespace meshgate::bench {
 
@@ -27,13 +28,7 @@ void init_eal_once() {
       std::fprintf(stderr, "meshgate_microbench: EAL init failed: %s\n", rte_strerror(rte_errno));
       std::exit(1);
     }
-    // The EAL leaves its (empty, with --no-shconf) runtime directory behind on every run.
-    std::atexit([] {
-      const std::string dir = rte_eal_get_runtime_dir();
-      rte_eal_cleanup();
-      std::error_code ec;
-      std::filesystem::remove(dir, ec);  // only if empty
-    });
+    meshgate::dp::eal_cleanup_at_exit();
   });
 }
 

@@ -15,11 +15,11 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "dataplane/common/eal_cleanup.h"
 #include "dataplane/conntrack/conntrack.h"
 #include "dataplane/snapshot/addr_table.h"
 
@@ -151,10 +151,6 @@ int main(int argc, char** argv) {
   }
   std::printf("\n  ]\n}\n");
   rte_free(addrs.addrs);
-  // --no-shconf still creates the runtime directory (/var/run/dpdk/PREFIX); leave nothing behind.
-  const std::filesystem::path runtime_dir(rte_eal_get_runtime_dir());
-  rte_eal_cleanup();
-  std::error_code ec;
-  std::filesystem::remove_all(runtime_dir, ec);
+  meshgate::dp::eal_cleanup();
   return rc;
 }

@@ -46,6 +46,7 @@
 #include <thread>
 #include <vector>
 
+#include "dataplane/common/eal_cleanup.h"
 #include "control/config/config.h"
 #include "control/mesh/mesh_mapping.h"
 #include "control/snapshot/builder.h"
@@ -420,6 +421,6 @@ int main(int argc, char** argv) {
   }
   workers.clear();
   reg.reset();
-  rte_eal_cleanup();
+  dp::eal_cleanup();
   return 0;
 }
