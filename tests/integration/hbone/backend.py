@@ -85,7 +85,10 @@ def connect_proxy(c):
             return
         head += d
     line = head.split(b"\r\n", 1)[0].decode()
-    print(f"connect-proxy: {line}", file=sys.stderr, flush=True)
+    # One write per line: print() writes the text and its newline separately, and the
+    # handler threads' lines interleaved ("...HTTP/1.1connect-proxy: ...").
+    sys.stderr.write(f"connect-proxy: {line}\n")
+    sys.stderr.flush()
     method, target, _ = line.split(" ", 2)
     if method != "CONNECT":
         c.sendall(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n")
