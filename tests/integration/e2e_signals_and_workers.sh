@@ -18,6 +18,7 @@ for sig in INT TERM; do
   start_gateway "$TMP/gw.toml"
   sleep 1
   stop_gateway $sig
+  [[ ! -e /var/run/dpdk/meshgate-$GW_PID-0 ]] || fail "SIG$sig: the EAL runtime directory was left behind"
   grep -q "meshgate summary" "$TMP/gateway.log" || fail "no summary after SIG$sig"
   in=$(json "$TMP/stats.json" "d['packets_in']")
   # net_null delivers zero-filled frames: never addressed to us, each one counted as such.
@@ -38,4 +39,5 @@ grep -q "event=eal_ready eal_args=user hugepages=no memory_mb=345 " "$TMP/eal.lo
   || fail "EAL arguments were not applied: $(grep eal_ready "$TMP/eal.log")"
 kill -INT "${PIDS[-1]}"
 wait "${PIDS[-1]}" || fail "gateway with EAL args did not exit 0"
+[[ ! -e /var/run/dpdk/mge2e-eal-$ID ]] || fail "the EAL runtime directory of --file-prefix was left behind"
 echo "PASS"
