@@ -34,6 +34,21 @@ void lb_build(benchmark::State& state) {
 }
 BENCHMARK(lb_build)->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);
 
+// A mesh service's table: [mesh] sizes tables by endpoint count (10 endpoints: 1009 slots), and
+// a mesh snapshot builds thousands of them into buffers it keeps.
+void lb_fill_mesh(benchmark::State& state) {
+  const auto b = backends(uint32_t(state.range(0)));
+  const uint32_t size = dp::next_prime(uint32_t(b.size()) * dp::kMinSlotsPerBackend);
+  std::vector<uint32_t> table(size);
+  for (auto _ : state) {
+    dp::lb_fill_table(b, size, table.data());
+    benchmark::DoNotOptimize(table.data());
+  }
+  state.SetItemsProcessed(int64_t(state.iterations()) * size);
+  state.counters["slots"] = size;
+}
+BENCHMARK(lb_fill_mesh)->Arg(10)->Arg(100)->Unit(benchmark::kMicrosecond);
+
 // The worker's per-new-flow cost: CRC32C of the client 5-tuple, then one slot.
 void lb_lookup(benchmark::State& state) {
   const auto b = backends(uint32_t(state.range(0)));

@@ -33,6 +33,8 @@ uint32_t next_prime(uint32_t n);
 // index; every slot is kNoBackend when no backend has weight > 0. Deterministic: the same
 // backends (by address:port, in any order of equal identities) give the same table.
 std::vector<uint32_t> lb_build_table(std::span<const LbBackend> backends, uint32_t size);
+// The same into `table` (size slots), without allocating per call.
+void lb_fill_table(std::span<const LbBackend> backends, uint32_t size, uint32_t* table);
 
 // Flow hash of a client packet's 5-tuple (ports in network byte order, as on the wire).
 inline uint32_t lb_flow_hash(const IpAddr& src, const IpAddr& dst, uint16_t sport_be,

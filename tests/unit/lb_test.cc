@@ -151,6 +151,40 @@ TEST(Maglev, the_fill_gives_the_papers_table_slot_for_slot) {
   }
 }
 
+// Few and many backends, equal and mixed weights, drained backends, and sizes from mesh
+// services (1009 slots for 10 endpoints) to large static ones, against the paper's fill.
+TEST(Maglev, the_fill_gives_the_papers_table_for_many_backends_and_sizes) {
+  std::mt19937 rng(11);
+  struct Case {
+    uint32_t size;
+    size_t n;
+  };
+  for (const Case c : {Case{1009, 10}, Case{1009, 1}, Case{1009, 2}, Case{1009, 1009},
+                       Case{10007, 100}, Case{100003, 1000}, Case{65537, 3}, Case{13, 13}}) {
+    for (int r = 0; r < 3; ++r) {
+      std::vector<LbBackend> bs(c.n);
+      for (auto& b : bs) {
+        for (auto& byte : b.address.b) byte = uint8_t(rng());
+        b.port = uint16_t(rng());
+        b.weight = r == 0 ? 1 : rng() % 5;  // r > 0: mixed weights, some drained
+      }
+      ASSERT_EQ(lb_build_table(bs, c.size), reference_table(bs, c.size))
+          << c.n << " backends, " << c.size << " slots, round " << r;
+    }
+  }
+}
+
+TEST(Maglev, fill_into_a_buffer_matches_the_built_table_and_overwrites_it) {
+  const auto b = backends(10);
+  std::vector<uint32_t> buf(1009, 12345);
+  lb_fill_table(b, 1009, buf.data());
+  EXPECT_EQ(buf, lb_build_table(b, 1009));
+  auto drained = b;
+  for (auto& x : drained) x.weight = 0;
+  lb_fill_table(drained, 1009, buf.data());
+  EXPECT_TRUE(std::all_of(buf.begin(), buf.end(), [](uint32_t s) { return s == kNoBackend; }));
+}
+
 TEST(Maglev, flow_hash_is_stable_across_builds) {
   // A fixed vector pins the hash definition: two gateways (or a newer build) must agree.
   const uint32_t h = lb_flow_hash(IpAddr::v4(0xc0000201), IpAddr::v4(0xcb00710a), 0x3930, 0x5000, 6);
