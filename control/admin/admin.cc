@@ -187,10 +187,10 @@ std::string Admin::metrics_text() {
 namespace {
 
 // A policy as the mesh file writes it (INTERFACE.md): only the fields a match sets.
-json policy_json(const mesh::Policy& p) {
-  auto patterns = [](const std::vector<mesh::StringMatch>& v) {
+json policy_json(const dp::policy::ScopedPolicy& sp) {
+  auto patterns = [](const std::vector<dp::policy::StringMatch>& v) {
     json a = json::array();
-    for (const auto& m : v) a.push_back(m.pattern());
+    for (const auto& m : v) a.push_back(dp::policy::pattern(m));
     return a;
   };
   auto prefixes = [](const std::vector<IpPrefix>& v) {
@@ -198,17 +198,18 @@ json policy_json(const mesh::Policy& p) {
     for (const auto& x : v) a.push_back(x.str());
     return a;
   };
-  auto accounts = [](const std::vector<mesh::ServiceAccountMatch>& v) {
+  auto accounts = [](const std::vector<dp::policy::ServiceAccountMatch>& v) {
     json a = json::array();
     for (const auto& x : v) a.push_back(x.ns + "/" + x.service_account);
     return a;
   };
+  const dp::policy::Policy& p = sp.policy;
   json groups = json::array();
-  for (const mesh::PolicyGroup& g : p.groups) {
+  for (const dp::policy::Group& g : p.groups) {
     json clauses = json::array();
-    for (const mesh::PolicyClause& c : g.clauses) {
+    for (const dp::policy::Clause& c : g.clauses) {
       json matches = json::array();
-      for (const mesh::PolicyMatch& m : c.matches) {
+      for (const dp::policy::Match& m : c.matches) {
         json o = json::object();
         auto put = [&o](const char* key, json v) {
           if (!v.empty()) o[key] = std::move(v);
@@ -232,10 +233,10 @@ json policy_json(const mesh::Policy& p) {
     groups.push_back({{"clauses", std::move(clauses)}});
   }
   static constexpr const char* kScope[] = {"global", "namespace", "workload"};
-  return {{"name", p.name},
-          {"namespace", p.ns},
-          {"scope", kScope[uint8_t(p.scope)]},
-          {"action", p.action == mesh::PolicyAction::kDeny ? "deny" : "allow"},
+  return {{"name", sp.name},
+          {"namespace", sp.ns},
+          {"scope", kScope[uint8_t(sp.scope)]},
+          {"action", p.action == dp::policy::Action::kDeny ? "deny" : "allow"},
           {"dry_run", p.dry_run},
           {"groups", std::move(groups)}};
 }
@@ -303,12 +304,18 @@ std::string Admin::config_dump() {
                          {"port", port_for(cfg_, n.port, n.address)}});
   }
   j["neighbors"] = neighbors;
+  // Policies and certificates as the published snapshot carries them.
   json policies = json::array();
-  for (const mesh::Policy& p : policies_) policies.push_back(policy_json(p));
+  if (snap && snap->policies) {
+    for (const dp::policy::ScopedPolicy& p : snap->policies->policies) {
+      policies.push_back(policy_json(p));
+    }
+  }
   j["policies"] = policies;
   json certs = json::array();
   const int64_t now = int64_t(std::time(nullptr));
-  for (const CertInfo& c : certs_) {
+  static const std::vector<CertInfo> kNoCerts;
+  for (const CertInfo& c : snap && snap->certificates ? *snap->certificates : kNoCerts) {
     certs.push_back({{"file", c.file},
                      {"role", c.role},
                      {"identity", c.identity},

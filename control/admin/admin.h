@@ -59,10 +59,6 @@ class Admin {
   // control-side copy, so the dataplane structs carry only what workers need). Call after every
   // publish.
   void set_services(std::vector<ServiceSpec> specs) { services_ = std::move(specs); }
-  // The authorization policies of the mesh model that snapshot was built from, by key.
-  void set_policies(std::vector<mesh::Policy> policies) { policies_ = std::move(policies); }
-  // The certificates of [hbone] cert_chain and trust_bundle, as read at start.
-  void set_certificates(std::vector<CertInfo> certs) { certs_ = std::move(certs); }
   // Other control modules' metric families (the mesh provider's meshgate_xds_*).
   void add_metrics_source(MetricsSource fn) { metrics_sources_.push_back(std::move(fn)); }
   // The launched workers, index = worker number; the control loop answers queries from now on.
@@ -108,8 +104,6 @@ class Admin {
   std::vector<dp::Worker*> workers_;
   std::vector<const dp::Worker*> views_;
   std::vector<ServiceSpec> services_;
-  std::vector<mesh::Policy> policies_;
-  std::vector<CertInfo> certs_;
   std::vector<MetricsSource> metrics_sources_;
   WorkerHealth health_;
   std::deque<FlowJob> flow_jobs_;

@@ -2,25 +2,15 @@
 // certificate of a PEM file (the [hbone] cert_chain and trust_bundle), read with OpenSSL.
 #pragma once
 
-#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "control/common/result.h"
+#include "dataplane/snapshot/cert_meta.h"
 
 namespace meshgate::ctl {
 
-struct CertInfo {
-  std::string file;
-  std::string role;                   // "leaf", "intermediate" (cert_chain), "trust_anchor"
-  std::string subject;                // RFC 2253 form
-  std::string issuer;
-  std::string serial;                 // hex
-  std::vector<std::string> uri_sans;  // SPIFFE IDs are URI SANs
-  std::string identity;               // the first well-formed SPIFFE id, else empty
-  int64_t not_before_unix = 0;
-  int64_t not_after_unix = 0;
-};
+using CertInfo = dp::CertMeta;
 
 // Every certificate of a PEM file, in file order. An unreadable file, a file with no
 // certificate or a certificate OpenSSL cannot parse is an error naming the file.

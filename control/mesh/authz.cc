@@ -62,6 +62,28 @@ dp::policy::Policy to_dataplane_policy(const Policy& p) {
   return d;
 }
 
+std::shared_ptr<const dp::policy::PolicySet> compile_policies(const std::vector<Policy>& policies) {
+  std::vector<const Policy*> sorted;
+  for (const Policy& p : policies) sorted.push_back(&p);
+  std::sort(sorted.begin(), sorted.end(),
+            [](const Policy* a, const Policy* b) { return a->key() < b->key(); });
+  auto set = std::make_shared<dp::policy::PolicySet>();
+  set->policies.reserve(sorted.size());
+  for (const Policy* p : sorted) {
+    dp::policy::ScopedPolicy sp;
+    switch (p->scope) {
+      case PolicyScope::kGlobal: sp.scope = dp::policy::Scope::kGlobal; break;
+      case PolicyScope::kNamespace: sp.scope = dp::policy::Scope::kNamespace; break;
+      case PolicyScope::kWorkloadSelector: sp.scope = dp::policy::Scope::kWorkloadSelector; break;
+    }
+    sp.ns = p->ns;
+    sp.name = p->name;
+    sp.policy = to_dataplane_policy(*p);
+    set->policies.push_back(std::move(sp));
+  }
+  return set;
+}
+
 std::vector<dp::policy::Policy> policies_for(const MeshModel& model, const Workload& dst) {
   std::vector<dp::policy::Policy> out;
   for (const auto& [key, p] : model.policies) {

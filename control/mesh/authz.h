@@ -2,6 +2,7 @@
 // Control thread.
 #pragma once
 
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -11,6 +12,9 @@
 namespace meshgate::ctl::mesh {
 
 dp::policy::Policy to_dataplane_policy(const Policy& p);
+
+// The policies of a model (in any order) compiled for a snapshot, ordered by key.
+std::shared_ptr<const dp::policy::PolicySet> compile_policies(const std::vector<Policy>& policies);
 
 // The policies that apply to a destination workload (specs/hbone.md): global (root namespace)
 // ones, its namespace's, and the workload-selector ones it lists. Ordered by key.

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "control/flowsteer/flowsteer.h"
+#include "control/mesh/authz.h"
 #include "control/mesh/mesh_runtime.h"
 #include "dataplane/common/eal_cleanup.h"
 #include "control/admin/admin.h"
@@ -237,8 +238,10 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
       }
       admin = std::move(a.value());
       log(LogLevel::kInfo, "admin_listening", "listen=\"%s\"", cfg.admin.listen.c_str());
-      // What /config_dump shows of the certificates. HBONE itself is not there yet: an
-      // unreadable file is reported, not fatal.
+    }
+    // The certificate metadata every snapshot carries (/config_dump shows it). HBONE itself
+    // does not run on the workers yet: an unreadable file is reported, not fatal.
+    {
       struct CertFile {
         const std::string& path;
         const char* first_role;
@@ -246,7 +249,7 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
       };
       const CertFile files[] = {{cfg.hbone.cert_chain, "leaf", "intermediate"},
                                 {cfg.hbone.trust_bundle, "trust_anchor", "trust_anchor"}};
-      std::vector<CertInfo> certs;
+      auto certs = std::make_shared<std::vector<CertInfo>>();
       for (const CertFile& f : files) {
         if (f.path.empty()) continue;
         auto r = read_pem_certs(f.path, f.first_role, f.rest_role);
@@ -254,9 +257,9 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
           log(LogLevel::kWarn, "certificate_unreadable", "error=\"%s\"", r.error().message.c_str());
           continue;
         }
-        for (auto& c : *r) certs.push_back(std::move(c));
+        for (auto& c : *r) certs->push_back(std::move(c));
       }
-      admin->set_certificates(std::move(certs));
+      if (!certs->empty()) reg->certificates = std::move(certs);
     }
     auto pr = setup_ports(setups, uint16_t(workers), pool, replay);
     if (!pr) {
@@ -324,12 +327,20 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
               uint64_t(v.last_sync_unix_ms));
       });
     }
+    std::vector<mesh::Policy> mesh_policies;  // what reg->policies was compiled from
     auto poll_mesh = [&]() {
       auto pending = mesh_rt->poll();
       if (!pending) return;
-      if (publish_services(std::move(pending->services), "mesh")) {
+      // The snapshot carries the model's policies, compiled again only when they changed; a
+      // failed build keeps the running ones.
+      auto old_policies = reg->policies;
+      const bool policies_changed = !reg->policies || pending->policies != mesh_policies;
+      if (policies_changed) reg->policies = mesh::compile_policies(pending->policies);
+      if (!publish_services(std::move(pending->services), "mesh")) {
+        reg->policies = std::move(old_policies);
+      } else {
+        if (policies_changed) mesh_policies = pending->policies;
         mesh_rt->published(*pending);
-        if (admin) admin->set_policies(std::move(pending->policies));
         if (admin && mesh_rt->synced()) admin->bridge().mark_mesh_synced();
         log(LogLevel::kInfo, "mesh_applied",
             "generation=%lu synced=%s mesh_services=%zu specs=%zu endpoints=%zu policies=%zu",

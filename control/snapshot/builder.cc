@@ -89,6 +89,20 @@ Result<std::shared_ptr<const dp::RouteTables>> make_route_tables(
 
 }  // namespace
 
+uint32_t IdentityRegistry::id_for(const std::string& identity) {
+  if (identity.empty()) return 0;
+  const auto [it, added] = ids_.try_emplace(identity, uint32_t(names_.size()));
+  if (added) names_.push_back(identity);
+  return it->second;
+}
+
+std::shared_ptr<const std::vector<std::string>> IdentityRegistry::table() {
+  if (!published_ || published_->size() != names_.size()) {
+    published_ = std::make_shared<const std::vector<std::string>>(names_);
+  }
+  return published_;
+}
+
 std::string endpoint_str(const IpAddr& a, uint16_t port) {
   return a.is_v4() ? a.str() + ":" + std::to_string(port)
                    : "[" + a.str() + "]:" + std::to_string(port);
@@ -149,13 +163,25 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
     if (!same_backends) {
       e.backends.clear();
       e.stat_ids.clear();
+      e.identity_ids.clear();
+      e.tunnels.clear();
       for (const EndpointSpec& ep : eps) {
         e.backends.push_back(dp::LbBackend{ep.address, ep.port, weight_of(ep)});
         // Stat ids depend on the service name and backend address:port only.
         e.stat_ids.push_back(stats.id_for(sc.name, endpoint_str(ep.address, ep.port)));
+        e.identity_ids.push_back(reg.identities.id_for(ep.identity));
+        e.tunnels.push_back(ep.tunnel == TunnelProtocol::kHbone ? dp::Tunnel::kHbone
+                                                                : dp::Tunnel::kNone);
       }
     } else {
       for (size_t i = 0; i < eps.size(); ++i) {
+        // A workload behind the same address:port may change identity or tunnel (a new pod
+        // with a recycled IP): those do not move the table.
+        if (reg.identities.name(e.identity_ids[i]) != eps[i].identity) {
+          e.identity_ids[i] = reg.identities.id_for(eps[i].identity);
+        }
+        e.tunnels[i] = eps[i].tunnel == TunnelProtocol::kHbone ? dp::Tunnel::kHbone
+                                                                : dp::Tunnel::kNone;
         if (e.backends[i].weight == weight_of(eps[i])) continue;
         e.backends[i].weight = weight_of(eps[i]);
         same_table = false;
@@ -182,6 +208,9 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
       b.address = e.backends[bi].address;
       b.port_be = htons(e.backends[bi].port);
       b.weight = e.backends[bi].weight;
+      b.healthy = eps[bi].healthy;
+      b.tunnel = e.tunnels[bi];
+      b.identity = e.identity_ids[bi];
       b.stat_id = e.stat_ids[bi];
       snap->backends.push_back(b);
       backend_keys.push_back(dp::BackendKey{b.address, b.port_be, s.proto});
@@ -333,6 +362,9 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
   }
   snap->lpm4 = snap->route_tables->lpm4;
   snap->lpm6 = snap->route_tables->lpm6;
+  snap->identities = reg.identities.table();
+  snap->policies = reg.policies;
+  snap->certificates = reg.certificates;
 
   if (cache.services.size() != cached) {
     std::erase_if(cache.services, [gen](const auto& kv) { return kv.second.used != gen; });

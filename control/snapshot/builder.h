@@ -29,6 +29,8 @@ struct BuildCache {
   struct Service {
     std::vector<dp::LbBackend> backends;  // as given to lb_build_table: order and weights matter
     std::vector<uint32_t> stat_ids;       // per backend
+    std::vector<uint32_t> identity_ids;   // per backend: IdentityRegistry ids
+    std::vector<dp::Tunnel> tunnels;      // per backend
     uint32_t table_size = 0;
     bool built = false;                        // `table` is lb_build_table(backends, table_size)
     std::shared_ptr<const dp::LbTable> table;  // null when no backend is eligible
@@ -50,13 +52,34 @@ struct BuildStats {
   bool routes_reused = false;
 };
 
-// Ids that outlive snapshots (backend counter slots and the addresses flows refer to), and the
-// build cache. Control thread only.
+// SPIFFE identities of endpoints by id (0 = none). Ids are never reused, so a snapshot's list is
+// valid for any later id lookup; the list is copied into a new shared vector only when a build
+// added an identity.
+class IdentityRegistry {
+ public:
+  uint32_t id_for(const std::string& identity);
+  const std::string& name(uint32_t id) const { return names_[id]; }
+  // The list as of now, shared with earlier snapshots when nothing was added since.
+  std::shared_ptr<const std::vector<std::string>> table();
+
+ private:
+  std::unordered_map<std::string, uint32_t> ids_;
+  std::vector<std::string> names_{""};
+  std::shared_ptr<const std::vector<std::string>> published_;
+};
+
+// Ids that outlive snapshots (backend counter slots, the addresses flows refer to, endpoint
+// identities), the build cache, and what every snapshot carries besides services and routes:
+// the mesh's compiled authorization policies and the certificate metadata, set by the runtime
+// before a build. Control thread only.
 struct Registries {
   StatRegistry stats;
   AddrRegistry addrs;
+  IdentityRegistry identities;
   BuildCache cache;
   BuildStats last_build;
+  std::shared_ptr<const dp::policy::PolicySet> policies;
+  std::shared_ptr<const std::vector<dp::CertMeta>> certificates;
 };
 
 // Builds a snapshot of `services` with the routes and neighbors of `cfg` and `ports`. Reuses

@@ -90,4 +90,27 @@ Verdict evaluate(std::span<const Policy* const> policies, const Request& r) {
   return v;
 }
 
+std::vector<const Policy*> PolicySet::for_destination(std::string_view ns,
+                                                      std::span<const std::string> selected) const {
+  std::vector<const Policy*> out;
+  for (const ScopedPolicy& p : policies) {
+    bool applies = p.scope == Scope::kGlobal || (p.scope == Scope::kNamespace && p.ns == ns);
+    if (p.scope == Scope::kWorkloadSelector) {
+      for (const std::string& key : selected) applies |= key == p.policy.name;
+    }
+    if (applies) out.push_back(&p.policy);
+  }
+  return out;
+}
+
+std::string pattern(const StringMatch& m) {
+  switch (m.kind) {
+    case StringMatch::Kind::kExact: return m.value;
+    case StringMatch::Kind::kPrefix: return m.value + "*";
+    case StringMatch::Kind::kSuffix: return "*" + m.value;
+    case StringMatch::Kind::kPresence: return "*";
+  }
+  return m.value;
+}
+
 }  // namespace meshgate::dp::policy

@@ -76,6 +76,30 @@ struct Verdict {
   const Policy* dry_run_deny = nullptr;  // a dry-run DENY that would have denied
 };
 
+// Where a policy applies (istio.security.Scope): every workload (root namespace), the workloads
+// of its namespace, or the workloads that name it (workload selector).
+enum class Scope : uint8_t { kGlobal = 0, kNamespace = 1, kWorkloadSelector = 2 };
+
+struct ScopedPolicy {
+  Scope scope = Scope::kGlobal;
+  std::string ns;    // the policy's namespace
+  std::string name;  // its name in the namespace (policy.name is "ns/name")
+  Policy policy;
+};
+
+// The compiled authorization policies of one mesh model, ordered by key ("ns/name"). Immutable
+// once built; snapshots built from the same policies share one set.
+struct PolicySet {
+  std::vector<ScopedPolicy> policies;
+  // The policies that apply to a destination workload in namespace `ns` whose selector list
+  // (Workload.authorization_policies) is `selected` (keys), in key order.
+  std::vector<const Policy*> for_destination(std::string_view ns,
+                                             std::span<const std::string> selected) const;
+};
+
+// The pattern form of a match as Istio writes it: "v", "v*", "*v" or "*".
+std::string pattern(const StringMatch& m);
+
 // Istio order: any matching enforced DENY → deny; no enforced ALLOW policy → allow; else allow
 // only when one ALLOW matches. `policies` are the destination's: its namespace's, the global
 // (root namespace) ones and its workload-selector ones.

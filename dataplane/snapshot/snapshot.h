@@ -1,5 +1,6 @@
-// The immutable tables workers read: services with their lookup tables, local addresses, VIPs,
-// routes, static neighbors. Built on the control thread (control/snapshot), published with one
+// The immutable tables workers read: services with their lookup tables and endpoints (weight,
+// health, tunnel protocol, identity), local addresses, VIPs, routes, static neighbors, the
+// mesh's authorization policies and the gateway's certificate metadata. Built on the control thread (control/snapshot), published with one
 // atomic store and freed only after every worker passed a quiescent state (rte_rcu_qsbr).
 // Workers load the pointer once per burst and never write through it.
 #pragma once
@@ -11,6 +12,8 @@
 
 #include "dataplane/common/hash.h"
 #include "dataplane/common/net_types.h"
+#include "dataplane/policy/policy.h"
+#include "dataplane/snapshot/cert_meta.h"
 
 struct rte_lpm;
 struct rte_lpm6;
@@ -19,12 +22,19 @@ namespace meshgate::dp {
 
 enum class Mode : uint8_t { kDnat, kFullnat, kDsrIpip, kDsrGue, kProxy };
 
+// How traffic reaches an endpoint: as is, or inside an HBONE tunnel to its :15008.
+enum class Tunnel : uint8_t { kNone, kHbone };
+
 struct SnapBackend {
   IpAddr address;
   uint16_t port_be = 0;  // network order
-  uint32_t weight = 1;
+  Tunnel tunnel = Tunnel::kNone;
+  bool healthy = true;   // unhealthy endpoints have weight 0 here (no new flows)
+  uint32_t weight = 1;   // effective: 0 when drained or unhealthy
   uint32_t stat_id = 0;  // slot in the per-worker backend counters (stable across snapshots)
+  uint32_t identity = 0; // index into Snapshot::identities (0: none, a plain backend)
 };
+static_assert(sizeof(SnapBackend) == 32, "two backends per cache line");
 
 struct SnapService {
   IpAddr vip;
@@ -173,6 +183,19 @@ struct Snapshot {
   std::vector<NextHop> next_hops;
   std::vector<StaticNeighbor> neighbors;
   FlatIndex<IpAddr> neighbor_index;
+  // SPIFFE identities of endpoints (SnapBackend::identity); [0] is "". Ids are stable for the
+  // process (the builder's registry), shared by snapshots until a new identity appears.
+  std::shared_ptr<const std::vector<std::string>> identities;
+  // The mesh model's authorization policies (null: none), shared by every snapshot built from
+  // the same model policies.
+  std::shared_ptr<const policy::PolicySet> policies;
+  // The [hbone] certificates as last read (null: none configured).
+  std::shared_ptr<const std::vector<CertMeta>> certificates;
+
+  const std::string& identity_of(const SnapBackend& b) const {
+    static const std::string kNone;
+    return identities && b.identity < identities->size() ? (*identities)[b.identity] : kNone;
+  }
 
   const SnapService* find_service(const IpAddr& vip, uint16_t port_be, uint8_t proto) const {
     const int32_t i = service_index.find(ServiceKey{vip, port_be, proto});

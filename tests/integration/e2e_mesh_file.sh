@@ -121,6 +121,15 @@ note "in-place edit: the workload moves"
 mesh_file 198.51.100.12 >"$TMP/mesh.toml"
 wait_for 2 bash -c "[[ \$(ip netns exec $CLI curl -sS --max-time 1 http://203.0.113.30/id.txt) == 'backend 12' ]]" \
   || fail "new flows did not move after the edit"
+# Policies and certificates travel in every snapshot: the new one still has them.
+curl -sS --max-time 3 "http://$MG_ADMIN/config_dump" >"$TMP/config2.json" || fail "/config_dump"
+python3 - "$TMP/config.json" "$TMP/config2.json" <<'PY' || fail "/config_dump after the edit: $(cat "$TMP/config2.json")"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+assert b["snapshot_version"] > a["snapshot_version"], (a["snapshot_version"], b["snapshot_version"])
+assert b["policies"] == a["policies"] and len(b["policies"]) == 1, b["policies"]
+assert [c["serial"] for c in b["certificates"]] == [c["serial"] for c in a["certificates"]], b
+PY
 
 note "an invalid edit keeps the running snapshot"
 mesh_file 198.51.100.300 >"$TMP/mesh.toml"

@@ -207,3 +207,36 @@ TEST(Policy, identity_comes_only_from_a_well_formed_spiffe_id) {
   EXPECT_FALSE(set_identity(r, "spiffe://cluster.local/ns/demo"));
   EXPECT_FALSE(r.has_identity);
 }
+
+// The snapshot's compiled set selects per destination what policies_for selects from the model:
+// global ones, the destination namespace's, and the workload-selector ones it names; by key.
+TEST(Policy, compiled_set_selects_like_the_model_and_is_ordered_by_key) {
+  auto m = mesh::parse_mesh_file(
+      std::string(kWorkload) + policy("z-ns", "demo", "namespace", "deny", match("")) +
+          policy("deny-all", "other", "namespace", "deny", match("")) +
+          policy("deny-sel", "demo", "workload", "deny", match("")) +
+          policy("selected", "demo", "workload", "allow", match("namespaces = [\"demo*\"]")) +
+          policy("global", "istio-system", "global", "allow", match("")),
+      "policies.toml");
+  ASSERT_TRUE(m.ok()) << m.error().str();
+  std::vector<mesh::Policy> all;
+  for (const auto& [key, p] : m->policies) {
+    all.insert(all.begin(), p);  // reversed: compile_policies orders them
+  }
+  const auto set = mesh::compile_policies(all);
+  ASSERT_EQ(set->policies.size(), 5u);
+  for (size_t i = 1; i < set->policies.size(); ++i) {
+    EXPECT_LT(set->policies[i - 1].policy.name, set->policies[i].policy.name);
+  }
+  const auto& web = m->workloads.at("web");
+  const auto chosen = set->for_destination(web.ns, web.authorization_policies);
+  const auto expected = mesh::policies_for(*m, web);
+  ASSERT_EQ(chosen.size(), expected.size());
+  for (size_t i = 0; i < chosen.size(); ++i) EXPECT_EQ(chosen[i]->name, expected[i].name);
+  EXPECT_EQ(chosen.size(), 3u) << "global, demo's namespace policy, the selected one";
+  // Scope and the Istio pattern form survive compilation (what /config_dump shows).
+  const ScopedPolicy& sel = set->policies[1];
+  EXPECT_EQ(sel.policy.name, "demo/selected");
+  EXPECT_EQ(sel.scope, Scope::kWorkloadSelector);
+  EXPECT_EQ(pattern(sel.policy.groups.at(0).clauses.at(0).matches.at(0).namespaces.at(0)), "demo*");
+}

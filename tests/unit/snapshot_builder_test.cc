@@ -78,6 +78,9 @@ void expect_same_services(const dp::Snapshot& a, const ctl::Registries& ra, cons
       EXPECT_EQ(p.address, q.address);
       EXPECT_EQ(p.port_be, q.port_be);
       EXPECT_EQ(p.weight, q.weight);
+      EXPECT_EQ(p.healthy, q.healthy);
+      EXPECT_EQ(p.tunnel, q.tunnel);
+      EXPECT_EQ(a.identity_of(p), b.identity_of(q));
       EXPECT_EQ(ra.stats.names()[p.stat_id].backend, rb.stats.names()[q.stat_id].backend);
       EXPECT_EQ(ra.stats.names()[p.stat_id].service, x.name);
     }
@@ -127,6 +130,80 @@ TEST(SnapshotBuilder, RebuildReusesUnchangedTablesAndEqualsABuildFromScratch) {
   expect_same_services(*s3, reg, *s1, reg);
   // Counters keep their ids across rebuilds: the same backend of the same service, same slot.
   EXPECT_EQ(s3->backends[0].stat_id, s1->backends[0].stat_id);
+}
+
+// Endpoints carry what HBONE and policy need (health, tunnel protocol, SPIFFE identity), and
+// every snapshot carries the registries' policies and certificate metadata.
+TEST(SnapshotBuilder, EndpointsCarryHealthTunnelAndIdentityAndSnapshotsCarryPoliciesAndCerts) {
+  Fixture f;
+  std::vector<ctl::ServiceSpec> v1 = {
+      spec("mesh", "203.0.113.1", 80, {{"198.51.100.11", 1}, {"198.51.100.12", 1}}),
+      spec("plain", "203.0.113.2", 80, {{"198.51.100.13", 1}}),
+  };
+  const std::string id_a = "spiffe://cluster.local/ns/a/sa/web";
+  const std::string id_b = "spiffe://cluster.local/ns/b/sa/web";
+  v1[0].endpoints[0].tunnel = ctl::TunnelProtocol::kHbone;
+  v1[0].endpoints[0].identity = id_a;
+  v1[0].endpoints[1].tunnel = ctl::TunnelProtocol::kHbone;
+  v1[0].endpoints[1].identity = id_b;
+  v1[0].endpoints[1].healthy = false;
+  ctl::Registries reg;
+  auto policies = std::make_shared<dp::policy::PolicySet>();
+  dp::policy::ScopedPolicy deny;
+  deny.scope = dp::policy::Scope::kNamespace;
+  deny.ns = "a";
+  deny.name = "deny-all";
+  deny.policy.name = "a/deny-all";
+  deny.policy.action = dp::policy::Action::kDeny;
+  policies->policies.push_back(deny);
+  reg.policies = policies;
+  auto certs = std::make_shared<std::vector<dp::CertMeta>>(1);
+  (*certs)[0].role = "leaf";
+  (*certs)[0].identity = id_a;
+  reg.certificates = certs;
+
+  auto s1 = f.build(v1, reg, 1);
+  const dp::SnapBackend& b0 = s1->backends[0];
+  const dp::SnapBackend& b1 = s1->backends[1];
+  const dp::SnapBackend& b2 = s1->backends[2];
+  EXPECT_EQ(b0.tunnel, dp::Tunnel::kHbone);
+  EXPECT_TRUE(b0.healthy);
+  EXPECT_EQ(s1->identity_of(b0), id_a);
+  EXPECT_EQ(b1.tunnel, dp::Tunnel::kHbone);
+  EXPECT_FALSE(b1.healthy);
+  EXPECT_EQ(b1.weight, 0u);
+  EXPECT_EQ(s1->identity_of(b1), id_b);
+  EXPECT_EQ(b2.tunnel, dp::Tunnel::kNone);
+  EXPECT_EQ(b2.identity, 0u);
+  EXPECT_EQ(s1->identity_of(b2), "");
+  ASSERT_EQ(s1->policies.get(), policies.get());
+  const std::vector<std::string> none;
+  EXPECT_EQ(s1->policies->for_destination("a", none).size(), 1u);
+  EXPECT_TRUE(s1->policies->for_destination("b", none).empty());
+  ASSERT_TRUE(s1->certificates);
+  EXPECT_EQ(s1->certificates->at(0).identity, id_a);
+
+  // A rebuild with nothing new shares the identity list; a new pod with a recycled address
+  // (same address:port, new identity) changes the identity, not the Maglev table.
+  auto s2 = f.build(v1, reg, 2);
+  EXPECT_EQ(s2->identities.get(), s1->identities.get());
+  auto v3 = v1;
+  const std::string id_c = "spiffe://cluster.local/ns/a/sa/api";
+  v3[0].endpoints[0].identity = id_c;
+  v3[1].endpoints[0].tunnel = ctl::TunnelProtocol::kHbone;
+  auto s3 = f.build(v3, reg, 3);
+  EXPECT_EQ(reg.last_build.tables_built, 0u);
+  EXPECT_EQ(s3->identity_of(s3->backends[0]), id_c);
+  EXPECT_EQ(s3->backends[2].tunnel, dp::Tunnel::kHbone);
+  EXPECT_NE(s3->identities.get(), s1->identities.get());
+  // The older snapshot still resolves its ids (ids are never reused).
+  EXPECT_EQ(s1->identity_of(s1->backends[0]), id_a);
+  EXPECT_EQ(s3->backends[1].identity, s1->backends[1].identity);
+
+  // The same as a build from scratch, field by field.
+  ctl::Registries fresh;
+  auto scratch = f.build(v3, fresh, 3);
+  expect_same_services(*s3, reg, *scratch, fresh);
 }
 
 TEST(SnapshotBuilder, AServiceWithoutEligibleBackendsHasNoTableAndGetsOneBack) {
