@@ -48,25 +48,27 @@ std::string serial_hex(const X509* x) {
 
 }  // namespace
 
-Result<std::vector<CertInfo>> read_pem_certs(const std::string& path, const std::string& first_role,
-                                            const std::string& rest_role) {
-  std::unique_ptr<BIO, BioFree> bio(BIO_new_file(path.c_str(), "r"));
-  if (!bio) return Error{"cannot read " + path};
+namespace {
+
+// Every certificate read from `bio`; `label` names the source in errors and CertInfo::file.
+Result<std::vector<CertInfo>> certs_from_bio(BIO* bio, const std::string& label,
+                                             const std::string& first_role,
+                                             const std::string& rest_role) {
   std::vector<CertInfo> out;
   for (;;) {
-    std::unique_ptr<X509, X509Free> x(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
+    std::unique_ptr<X509, X509Free> x(PEM_read_bio_X509(bio, nullptr, nullptr, nullptr));
     if (!x) {
-      // The end of the file, or a PEM block OpenSSL cannot parse.
+      // The end of the input, or a PEM block OpenSSL cannot parse.
       const unsigned long e = ERR_peek_last_error();
       const bool eof = ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE;
       ERR_clear_error();
       if (eof && !out.empty()) break;
-      return Error{out.empty() && eof ? path + ": no PEM certificate"
-                                      : path + ": certificate " + std::to_string(out.size() + 1) +
+      return Error{out.empty() && eof ? label + ": no PEM certificate"
+                                      : label + ": certificate " + std::to_string(out.size() + 1) +
                                             " cannot be parsed"};
     }
     CertInfo c;
-    c.file = path;
+    c.file = label;
     c.role = out.empty() ? first_role : rest_role;
     c.subject = name_str(X509_get_subject_name(x.get()));
     c.issuer = name_str(X509_get_issuer_name(x.get()));
@@ -80,6 +82,23 @@ Result<std::vector<CertInfo>> read_pem_certs(const std::string& path, const std:
     out.push_back(std::move(c));
   }
   return out;
+}
+
+}  // namespace
+
+Result<std::vector<CertInfo>> read_pem_certs(const std::string& path, const std::string& first_role,
+                                            const std::string& rest_role) {
+  std::unique_ptr<BIO, BioFree> bio(BIO_new_file(path.c_str(), "r"));
+  if (!bio) return Error{"cannot read " + path};
+  return certs_from_bio(bio.get(), path, first_role, rest_role);
+}
+
+Result<std::vector<CertInfo>> pem_certs_info(const std::string& pem, const std::string& file,
+                                             const std::string& first_role,
+                                             const std::string& rest_role) {
+  std::unique_ptr<BIO, BioFree> bio(BIO_new_mem_buf(pem.data(), int(pem.size())));
+  if (!bio) return Error{file + ": out of memory"};
+  return certs_from_bio(bio.get(), file, first_role, rest_role);
 }
 
 std::string unix_to_rfc3339(int64_t t) {

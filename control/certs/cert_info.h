@@ -18,6 +18,11 @@ using CertInfo = dp::CertMeta;
 Result<std::vector<CertInfo>> read_pem_certs(const std::string& path, const std::string& first_role,
                                             const std::string& rest_role);
 
+// The same for a PEM text; `file` names it in errors and CertInfo::file.
+Result<std::vector<CertInfo>> pem_certs_info(const std::string& pem, const std::string& file,
+                                             const std::string& first_role,
+                                             const std::string& rest_role);
+
 // RFC 3339 UTC ("2026-11-22T01:02:03Z").
 std::string unix_to_rfc3339(int64_t t);
 

@@ -29,6 +29,7 @@
 #include <utility>
 
 #include "dataplane/lb/lb.h"
+#include "dataplane/tls/spiffe.h"
 
 namespace meshgate::ctl {
 namespace {
@@ -47,6 +48,8 @@ struct IntSpec {
 constexpr IntSpec kWorkersSpec{1, kMaxWorkers};
 constexpr IntSpec kDrainTimeoutSpec{0, kMaxDrainTimeoutMs};
 constexpr IntSpec kL4PortSpec{1, 65535};
+// Requested certificate lifetime: renewal at half-life must leave time for retries.
+constexpr IntSpec kCertTtlSpec{60, 31536000};
 // Smaller rings cannot hold one burst per queue with headroom; larger ones only add latency and
 // cache misses. PMDs round to their own limits in rte_eth_dev_adjust_nb_rx_tx_desc().
 constexpr IntSpec kDescriptorsSpec{64, 16384};
@@ -107,8 +110,9 @@ constexpr std::string_view kConntrackKeys[] = {"max_flows", "tcp_syn",       "tc
 constexpr std::string_view kMeshKeys[] = {"source",  "path",       "address",    "tls",
                                           "ca_file", "token_file", "cluster_id", "node_id",
                                           "network", "mode",       "table_size"};
-constexpr std::string_view kHboneKeys[] = {"port", "cert_chain", "private_key", "trust_bundle",
-                                           "trust_domain"};
+constexpr std::string_view kHboneKeys[] = {"port",       "cert_chain", "private_key", "trust_bundle",
+                                           "trust_domain", "ca_address", "ca_tls",  "ca_file",
+                                           "token_file", "cluster_id", "identity",  "cert_ttl"};
 constexpr std::string_view kAdminKeys[] = {"listen"};
 
 // Single tables, for the hint when one of their keys is written at the top level (usually
@@ -713,6 +717,17 @@ void Parser::parse_hbone(const toml::table& t, HboneConfig& h) {
   read_string(t, p, "private_key", h.private_key);
   read_string(t, p, "trust_bundle", h.trust_bundle);
   read_string(t, p, "trust_domain", h.trust_domain);
+  read_string(t, p, "ca_address", h.ca_address);
+  if (t.contains("ca_tls")) {
+    bool tls = true;
+    read_bool(t, p, "ca_tls", tls);
+    h.ca_tls = tls;
+  }
+  read_string(t, p, "ca_file", h.ca_file);
+  read_string(t, p, "token_file", h.token_file);
+  read_string(t, p, "cluster_id", h.cluster_id);
+  read_string(t, p, "identity", h.identity);
+  read_int(t, p, "cert_ttl", kCertTtlSpec, h.cert_ttl);
 }
 
 void Parser::parse_admin(const toml::table& t, AdminConfig& a) {
@@ -1182,6 +1197,7 @@ class Validator {
     const HboneConfig& h = c_.hbone;
     if (bad("hbone")) return;
     check_range("hbone.port", h.port, kL4PortSpec);
+    check_range("hbone.cert_ttl", h.cert_ttl, kCertTtlSpec);
     // A certificate without its key (or the reverse) cannot be loaded.
     if (!bad("hbone.cert_chain") && !bad("hbone.private_key") &&
         h.cert_chain.empty() != h.private_key.empty()) {
@@ -1193,6 +1209,24 @@ class Validator {
                           "is needed)");
     }
     check_non_empty("hbone.trust_domain", h.trust_domain, "a trust domain like \"cluster.local\"");
+    if (!h.ca_address.empty() && !bad("hbone.ca_address")) {
+      // One source of the gateway's certificate.
+      if (!h.cert_chain.empty() && !bad("hbone.cert_chain")) {
+        error("hbone.cert_chain", "expected no cert_chain when ca_address is set (the certificate "
+                                  "comes from the Istio CA)");
+      }
+      if (!bad("hbone.identity")) {
+        dp::tls::SpiffeId id;
+        if (h.identity.empty()) {
+          error("hbone.identity", "missing required key (ca_address is set, so the SPIFFE id to "
+                                  "request is needed, e.g. \"spiffe://cluster.local/ns/istio-system/"
+                                  "sa/meshgate\")");
+        } else if (!dp::tls::parse_spiffe_id(h.identity, id)) {
+          error("hbone.identity", "expected a SPIFFE id \"spiffe://<trust domain>/ns/<namespace>/"
+                                  "sa/<service account>\", got \"" + h.identity + "\"");
+        }
+      }
+    }
   }
 
   void check_admin() {

@@ -176,6 +176,15 @@ struct HboneConfig {
   std::string private_key;
   std::string trust_bundle;
   std::string trust_domain = "cluster.local";
+  // Certificates from the Istio CA (CreateCertificate) instead of cert_chain / private_key when
+  // ca_address is set; ca_tls / ca_file / token_file / cluster_id default to [mesh]'s.
+  std::string ca_address;
+  std::optional<bool> ca_tls;
+  std::string ca_file;
+  std::string token_file;
+  std::string cluster_id;
+  std::string identity;          // the SPIFFE id requested ("spiffe://td/ns/x/sa/y")
+  uint32_t cert_ttl = 86400;     // seconds requested (SECRET_TTL); renewed at half-life
   SourcePos pos;
 };
 

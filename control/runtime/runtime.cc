@@ -26,6 +26,7 @@
 #include "dataplane/common/eal_cleanup.h"
 #include "control/admin/admin.h"
 #include "control/certs/cert_info.h"
+#include "control/certs/cert_provider.h"
 #include "control/admin/prometheus.h"
 #include "control/mesh/xds_provider.h"
 #include "control/runtime/eal.h"
@@ -197,6 +198,8 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
   std::unique_ptr<mesh::MeshRuntime> mesh_rt;
   uint64_t version = 0;
   // A new service list -> snapshot -> publish. On failure the running snapshot stays.
+  std::unique_ptr<CertProvider> cert_provider;
+  std::vector<ServiceSpec> last_services;
   auto publish_services = [&](std::vector<ServiceSpec> services, const char* why) {
     const auto t0 = std::chrono::steady_clock::now();
     auto snap = build_snapshot(cfg, services, ports, *reg, version + 1);
@@ -214,6 +217,7 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
         "tables_reused=%zu",
         (unsigned long)version, why, (*snap)->services.size(), (*snap)->backends.size(), build_ms,
         reg->last_build.tables_built, reg->last_build.tables_reused);
+    if (cert_provider) last_services = services;  // a new certificate republishes them
     if (admin) admin->set_services(std::move(services));
     return true;
   };
@@ -239,27 +243,28 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
       admin = std::move(a.value());
       log(LogLevel::kInfo, "admin_listening", "listen=\"%s\"", cfg.admin.listen.c_str());
     }
-    // The certificate metadata every snapshot carries (/config_dump shows it). HBONE itself
-    // does not run on the workers yet: an unreadable file is reported, not fatal.
-    {
-      struct CertFile {
-        const std::string& path;
-        const char* first_role;
-        const char* rest_role;
-      };
-      const CertFile files[] = {{cfg.hbone.cert_chain, "leaf", "intermediate"},
-                                {cfg.hbone.trust_bundle, "trust_anchor", "trust_anchor"}};
-      auto certs = std::make_shared<std::vector<CertInfo>>();
-      for (const CertFile& f : files) {
-        if (f.path.empty()) continue;
-        auto r = read_pem_certs(f.path, f.first_role, f.rest_role);
-        if (!r) {
-          log(LogLevel::kWarn, "certificate_unreadable", "error=\"%s\"", r.error().message.c_str());
-          continue;
-        }
-        for (auto& c : *r) certs->push_back(std::move(c));
+    // The gateway's certificate ([hbone] files, reloaded on change, or the Istio CA): every
+    // snapshot carries its metadata (/config_dump). HBONE itself does not run on the workers
+    // yet: a missing or invalid certificate is reported, not fatal.
+    cert_provider = CertProvider::create(cfg);
+    if (cert_provider) {
+      cert_provider->start();
+      if (auto b = cert_provider->poll()) {
+        reg->certificates = std::make_shared<const std::vector<CertInfo>>(std::move(b->info));
       }
-      if (!certs->empty()) reg->certificates = std::move(certs);
+    }
+    if (admin && cert_provider) {
+      admin->add_metrics_source([c = &cert_provider->counters()](PromWriter& w) {
+        w.family("meshgate_cert_issued_total", MetricType::kCounter,
+                 "certificates taken (from the Istio CA or reloaded files)");
+        w.sample(c->issued.load(std::memory_order_relaxed));
+        w.family("meshgate_cert_failures_total", MetricType::kCounter,
+                 "certificate requests or reloads that failed (the old certificate stays)");
+        w.sample(c->failures.load(std::memory_order_relaxed));
+        w.family("meshgate_cert_expiry_unix_seconds", MetricType::kGauge,
+                 "not-after of the certificate in use (0: none)");
+        w.sample(uint64_t(std::max<int64_t>(0, c->not_after_unix.load(std::memory_order_relaxed))));
+      });
     }
     auto pr = setup_ports(setups, uint16_t(workers), pool, replay);
     if (!pr) {
@@ -506,6 +511,14 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
       }
       // A provider that fails keeps the last snapshot forwarding; only new models publish.
       if (mesh_rt && phase != Phase::kStopping) poll_mesh();
+      // A new or renewed certificate: the next snapshot carries its metadata.
+      if (cert_provider && phase != Phase::kStopping) {
+        if (auto b = cert_provider->poll()) {
+          auto old_certs = reg->certificates;
+          reg->certificates = std::make_shared<const std::vector<CertInfo>>(std::move(b->info));
+          if (!publish_services(last_services, "certificate")) reg->certificates = old_certs;
+        }
+      }
       publisher.reclaim();
       if (progress) {
         const auto now = std::chrono::steady_clock::now();
@@ -524,6 +537,7 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
     }
     rte_eal_mp_wait_lcore();
     if (mesh_rt) mesh_rt->stop();
+    if (cert_provider) cert_provider->stop();
     if (admin) admin->stop();
     if (progress) std::fprintf(stderr, "\n");
 

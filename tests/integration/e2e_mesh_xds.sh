@@ -90,6 +90,10 @@ source = "xds"
 address = "$MS_ADDR"
 tls = false
 cluster_id = "cluster1"
+[hbone]
+ca_address = "$MS_ADDR"
+identity = "spiffe://cluster.local/ns/istio-system/sa/meshgate"
+cert_ttl = 3600
 [admin]
 listen = "$A"
 TOML
@@ -119,7 +123,9 @@ sleep 1
 [[ $(code "http://$A/ready") == 503 ]] || fail "/ready must stay 503 while the server is down"
 note "observed /ready 503 for more than 1 s with the server down"
 
-"$MG_MESHSERVER" --mesh-file "$TMP/mesh.toml" --listen "$MS_ADDR" >"$TMP/meshserver.log" 2>&1 &
+"$MG_SOURCE_DIR/tools/mkpki" "$TMP/pki" >/dev/null || fail "mkpki"
+"$MG_MESHSERVER" --mesh-file "$TMP/mesh.toml" --listen "$MS_ADDR" --ca-cert "$TMP/pki/intermediate.pem" \
+  --ca-key "$TMP/pki/intermediate-key.pem" --ca-roots "$TMP/pki/root.pem" >"$TMP/meshserver.log" 2>&1 &
 MS_PID=$!
 PIDS+=($MS_PID)
 wait_for 10 grep -q "event=meshserver_listening" "$TMP/meshserver.log" || fail "meshserver did not start"
@@ -131,6 +137,25 @@ grep -q "event=meshserver_ack type=address" "$TMP/meshserver.log" || fail "serve
 for b in 11 12; do
   wait_for 10 ip netns exec "$BE" bash -c "echo >/dev/tcp/198.51.100.$b/8080" || fail "http.server $b"
 done
+
+note "the gateway's certificate comes from the server's Istio CA (CreateCertificate)"
+wait_for 20 grep -q "event=snapshot_published .*reason=certificate" "$TMP/gateway.log" \
+  || fail "no snapshot with the CA's certificate: $(grep -E 'event=cert_' "$TMP/gateway.log")"
+aget /config_dump >"$TMP/config-cert.json" || fail "/config_dump (certificate)"
+aget /metrics >"$TMP/metrics-cert.txt" || fail "/metrics (certificate)"
+python3 - "$TMP/config-cert.json" "$TMP/metrics-cert.txt" <<'PY' || fail "certificate: $(grep -E 'meshgate_cert' "$TMP/metrics-cert.txt")"
+import json, sys, time
+c = json.load(open(sys.argv[1]))["certificates"]
+assert [x["role"] for x in c] == ["leaf", "intermediate", "trust_anchor"], c
+leaf = c[0]
+assert leaf["identity"] == "spiffe://cluster.local/ns/istio-system/sa/meshgate", leaf
+assert 3500 < leaf["expires_in_s"] <= 3600, leaf
+assert leaf["issuer"] == c[1]["subject"] and c[1]["issuer"] == c[2]["subject"], c
+v = {l.rsplit(" ", 1)[0]: float(l.rsplit(" ", 1)[1]) for l in open(sys.argv[2]) if not l.startswith("#")}
+assert v["meshgate_cert_issued_total"] == 1, v["meshgate_cert_issued_total"]
+assert v["meshgate_cert_failures_total"] >= 1  # the requests made while the server was down
+assert abs(v["meshgate_cert_expiry_unix_seconds"] - (time.time() + 3600)) < 120
+PY
 
 get() { ip netns exec "$CLI" curl -sS --max-time 3 http://203.0.113.20/id.txt; }
 

@@ -797,6 +797,26 @@ table_size = 5
 cert_chain = "gw.pem"
 )",
      1, 1, "hbone.private_key", "missing required key"},
+    {"hbone_ca_without_identity", R"([hbone]
+ca_address = "istiod.istio-system.svc:15012"
+)",
+     1, 1, "hbone.identity", "missing required key (ca_address is set"},
+    {"hbone_ca_identity_not_spiffe", R"([hbone]
+ca_address = "istiod.istio-system.svc:15012"
+identity = "meshgate"
+)",
+     3, 12, "hbone.identity", R"(expected a SPIFFE id "spiffe://<trust domain>/ns/<namespace>/sa/<service account>", got "meshgate")"},
+    {"hbone_ca_and_files", R"([hbone]
+ca_address = "istiod.istio-system.svc:15012"
+identity = "spiffe://cluster.local/ns/istio-system/sa/meshgate"
+cert_chain = "gw.pem"
+private_key = "gw-key.pem"
+)",
+     4, 14, "hbone.cert_chain", "expected no cert_chain when ca_address is set"},
+    {"hbone_cert_ttl_too_short", R"([hbone]
+cert_ttl = 10
+)",
+     2, 12, "hbone.cert_ttl", "got 10"},
     {"admin_listen_without_port", R"([admin]
 listen = "127.0.0.1"
 )",

@@ -38,10 +38,19 @@ int main(int argc, char** argv) {
   app.add_option("--tls-key", opt.key_file, "PEM private key of --tls-cert");
   app.add_option("--token-file", token_file, "require 'authorization: Bearer <this token>'");
   app.add_option("--cluster-id", opt.cluster_id, "require this 'clusterid' header");
+  app.add_option("--ca-cert", opt.ca_cert_file,
+                 "serve a test Istio CA (CreateCertificate) signing with this CA certificate");
+  app.add_option("--ca-key", opt.ca_key_file, "the key of --ca-cert");
+  app.add_option("--ca-roots", opt.ca_roots_file, "root(s) sent last in every chain");
+  app.add_option("--ca-max-ttl", opt.ca_max_ttl_s, "longest certificate lifetime in seconds");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (opt.ca_cert_file.empty() != opt.ca_key_file.empty()) {
+    std::fprintf(stderr, "meshgate-meshserver: --ca-cert and --ca-key go together\n");
+    return 2;
   }
   if (opt.cert_file.empty() != opt.key_file.empty()) {
     std::fprintf(stderr, "meshgate-meshserver: --tls-cert and --tls-key go together\n");

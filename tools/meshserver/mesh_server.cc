@@ -1,4 +1,5 @@
 #include "tools/meshserver/mesh_server.h"
+#include "tools/meshserver/test_ca.h"
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
@@ -311,6 +312,13 @@ ctl::Result<int> MeshServer::start(const mesh::MeshModel& model) {
   int port = 0;
   b.AddListeningPort(opt_.listen, creds, &port);
   b.RegisterService(impl_.get());
+  if (!opt_.ca_cert_file.empty()) {
+    auto ca = TestCa::create(TestCaOptions{opt_.ca_cert_file, opt_.ca_key_file,
+                                           opt_.ca_roots_file, opt_.token, opt_.ca_max_ttl_s});
+    if (!ca) return ca.error();
+    ca_ = std::move(ca.value());
+    b.RegisterService(ca_.get());
+  }
   impl_->server_ = b.BuildAndStart();
   if (!impl_->server_ || port == 0) {
     impl_.reset();

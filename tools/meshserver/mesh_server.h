@@ -21,12 +21,19 @@
 
 namespace meshgate::tools {
 
+class TestCa;
+
 struct MeshServerOptions {
   std::string listen = "127.0.0.1:0";  // host:port; port 0 = pick one (start() returns it)
   std::string cert_file;               // PEM; TLS when cert_file and key_file are set
   std::string key_file;
   std::string token;       // required "authorization: Bearer <token>"; "" = not checked
   std::string cluster_id;  // required "clusterid" header; "" = not checked
+  // A test Istio CA on the same port (CreateCertificate) when ca_cert_file is set.
+  std::string ca_cert_file;
+  std::string ca_key_file;
+  std::string ca_roots_file;
+  int64_t ca_max_ttl_s = 86400;
 };
 
 struct MeshServerEvent {
@@ -66,9 +73,13 @@ class MeshServer {
   bool wait_event(const std::function<bool(const MeshServerEvent&)>& pred, int timeout_ms,
                   MeshServerEvent* out = nullptr) const;
 
+  // The test CA (null without ca_cert_file); valid while started.
+  TestCa* ca() const { return ca_.get(); }
+
   class Impl;
 
  private:
+  std::unique_ptr<TestCa> ca_;
   MeshServerOptions opt_;
   std::function<void(const MeshServerEvent&)> on_event_;
   std::unique_ptr<Impl> impl_;
