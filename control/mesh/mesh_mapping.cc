@@ -147,6 +147,7 @@ MappingResult map_mesh(const MeshModel& model, const MappingOptions& opt,
         spec.protocol = L4Proto::kTcp;
         spec.mode = opt.mode;
         spec.source = "mesh";
+        spec.hostname = svc.hostname;
         const auto k = std::tuple{vip, sp.service_port, L4Proto::kTcp};
         if (!used.insert(k).second) {
           ++st.duplicate_vips;
@@ -174,6 +175,7 @@ MappingResult map_mesh(const MeshModel& model, const MappingOptions& opt,
           e.tunnel = c.w->tunnel == Tunnel::kHbone ? TunnelProtocol::kHbone : TunnelProtocol::kNone;
           e.identity = c.w->identity();
           e.uid = c.w->uid;
+          e.policy_keys = c.w->authorization_policies;
           eps.emplace_back(std::move(e), c.rank);
         }
         // FAILOVER keeps only the best-ranked endpoints.

@@ -135,6 +135,16 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
   backend_user.reserve(n_endpoints);
   std::vector<uint64_t> reset_bits;
   size_t cached = 0;  // distinct names of this build
+  snap->backend_selectors.reserve(n_endpoints);
+  snap->selector_lists.emplace_back();  // [0]: no selector policies
+  std::unordered_map<std::string, uint32_t> selector_ids;
+  auto selector_list = [&](const std::vector<std::string>& keys) {
+    std::string joined;
+    for (const std::string& k : keys) joined += k + '\n';
+    const auto [it, added] = selector_ids.try_emplace(joined, uint32_t(snap->selector_lists.size()));
+    if (added) snap->selector_lists.push_back(keys);
+    return it->second;
+  };
   for (const ServiceSpec& sc : services) {
     dp::SnapService s;
     s.vip = sc.vip;
@@ -145,6 +155,7 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
     s.proto = uint8_t(sc.protocol);
     s.mode = to_dp(sc.mode);
     s.name = sc.name;
+    s.hostname = sc.hostname;
     s.first_backend = uint32_t(snap->backends.size());
     s.n_backends = uint32_t(sc.endpoints.size());
 
@@ -213,6 +224,7 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
       b.identity = e.identity_ids[bi];
       b.stat_id = e.stat_ids[bi];
       snap->backends.push_back(b);
+      snap->backend_selectors.push_back(eps[bi].policy_keys.empty() ? 0 : selector_list(eps[bi].policy_keys));
       backend_keys.push_back(dp::BackendKey{b.address, b.port_be, s.proto});
       backend_user.push_back(si);
     }
@@ -244,6 +256,17 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
     }
   }
   snap->service_index.build(keys);
+  {
+    std::vector<IpAddr> addrs;
+    addrs.reserve(snap->backends.size());
+    for (const dp::SnapBackend& b : snap->backends) addrs.push_back(b.address);
+    snap->backend_ip_index.build(addrs);
+  }
+  for (uint32_t i = 0; i < snap->services.size(); ++i) {
+    if (!snap->services[i].hostname.empty()) {
+      snap->services_by_host[snap->services[i].hostname].push_back(i);
+    }
+  }
   snap->reset_stat_ids = std::move(reset_bits);
   std::vector<IpAddr> echo_vips;
   for (uint32_t i = 0; i < services.size(); ++i) {

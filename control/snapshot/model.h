@@ -21,6 +21,8 @@ struct EndpointSpec {
   TunnelProtocol tunnel = TunnelProtocol::kNone;
   std::string identity;  // SPIFFE identity of a mesh workload ("" for plain backends)
   std::string uid;       // the workload uid that contributed this endpoint ("" for static)
+  // The workload's own (workload-selector) authorization policies, "namespace/name" keys.
+  std::vector<std::string> policy_keys;
 };
 
 // One VIP:port:protocol. A mesh service with several VIPs or ports becomes several specs.
@@ -36,6 +38,7 @@ struct ServiceSpec {
   IcmpEcho icmp_echo = IcmpEcho::kAnswer;
   std::vector<EndpointSpec> endpoints;
   std::string source;  // "config", "mesh"
+  std::string hostname;  // mesh services: the FQDN (HBONE authorities name it); "" for static
 };
 
 // The static [[service]] tables of a config, in order.

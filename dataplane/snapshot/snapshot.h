@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "dataplane/common/hash.h"
@@ -48,6 +49,7 @@ struct SnapService {
   const uint32_t* table = nullptr;  // Maglev lookup table (kept alive by Snapshot::lb_tables)
   uint32_t table_size = 0;     // 0 = no eligible backend
   std::string name;
+  std::string hostname;        // mesh services: the FQDN; "" for static services
 };
 
 // A service's Maglev lookup table: backend indices (relative to the service's first backend).
@@ -186,6 +188,14 @@ struct Snapshot {
   // SPIFFE identities of endpoints (SnapBackend::identity); [0] is "". Ids are stable for the
   // process (the builder's registry), shared by snapshots until a new identity appears.
   std::shared_ptr<const std::vector<std::string>> identities;
+  // Per backend (same index as `backends`): its workload's selector policies, an index into
+  // selector_lists ([0] is the empty list).
+  std::vector<uint32_t> backend_selectors;
+  std::vector<std::vector<std::string>> selector_lists;
+  // Backend addresses (any port): a pod address an HBONE authority may name with any port.
+  FlatIndex<IpAddr> backend_ip_index;  // -> index into backends of the first with that address
+  // Mesh service FQDN -> indices into services (one per VIP and port).
+  std::unordered_map<std::string, std::vector<uint32_t>> services_by_host;
   // The mesh model's authorization policies (null: none), shared by every snapshot built from
   // the same model policies.
   std::shared_ptr<const policy::PolicySet> policies;
@@ -202,6 +212,10 @@ struct Snapshot {
     return i < 0 ? nullptr : &services[uint32_t(i)];
   }
   bool is_vip(const IpAddr& a) const { return vip_index.find(a) >= 0; }
+  // Index into backends of the first entry with this address:port:protocol, or -1.
+  int32_t find_backend(const IpAddr& a, uint16_t port_be, uint8_t proto) const {
+    return backend_index.find(BackendKey{a, port_be, proto});
+  }
   bool is_backend(const IpAddr& a, uint16_t port_be, uint8_t proto) const {
     return backend_index.find(BackendKey{a, port_be, proto}) >= 0;
   }

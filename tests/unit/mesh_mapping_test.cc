@@ -185,9 +185,15 @@ TEST(MeshMapping, HboneTunnelAndIdentityPerEndpoint) {
   h.tunnel = Tunnel::kHbone;
   h.service_account = "reviews";
   h.trust_domain = "example.org";
+  h.authorization_policies = {"ns/only-reviews"};
   Workload p = wl("p", "10.0.0.2");
   auto r = map_mesh(model(web(), {h, p}), {});
   ASSERT_EQ(r.specs[0].endpoints.size(), 2u);
+  // What HBONE resolution needs: the service's FQDN and each workload's selector policies.
+  EXPECT_EQ(r.specs[0].hostname, web().hostname);
+  EXPECT_FALSE(r.specs[0].hostname.empty());
+  EXPECT_EQ(r.specs[0].endpoints[0].policy_keys, std::vector<std::string>{"ns/only-reviews"});
+  EXPECT_TRUE(r.specs[0].endpoints[1].policy_keys.empty());
   EXPECT_EQ(r.specs[0].endpoints[0].tunnel, TunnelProtocol::kHbone);
   EXPECT_EQ(r.specs[0].endpoints[0].identity, "spiffe://example.org/ns/ns/sa/reviews");
   EXPECT_EQ(r.specs[0].endpoints[1].tunnel, TunnelProtocol::kNone);

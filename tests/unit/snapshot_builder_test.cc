@@ -7,8 +7,10 @@
 #include <rte_lpm.h>
 
 #include <memory>
+#include <set>
 
 #include "control/snapshot/builder.h"
+#include "dataplane/hbone/resolve.h"
 #include "tests/support/dp_harness.h"
 #include "tests/support/frames.h"
 
@@ -290,6 +292,98 @@ TEST(SnapshotBuilder, RepliesFindEveryServiceOfABackendOnce) {
   // Distinct VIPs, in service order.
   EXPECT_EQ(s->vips, (std::vector<IpAddr>{A("203.0.113.1"), A("203.0.113.2"), A("203.0.113.3")}));
   EXPECT_TRUE(s->is_vip(A("203.0.113.2")));
+}
+
+// HBONE resolution on the snapshot (dataplane/hbone/resolve.h): what an :authority names, the
+// endpoint chosen, and the policies of the chosen workload.
+struct ResolveFixture : Fixture {
+  ctl::Registries reg;
+  std::unique_ptr<dp::Snapshot, void (*)(dp::Snapshot*)> snap{nullptr, dp::snapshot_free};
+  ResolveFixture() {
+    auto web = spec("demo/web.demo.svc.cluster.local:80", "203.0.113.1", 80,
+                    {{"198.51.100.11", 1}, {"198.51.100.12", 1}});
+    web.hostname = "web.demo.svc.cluster.local";
+    web.endpoints[0].identity = "spiffe://cluster.local/ns/demo/sa/web";
+    web.endpoints[0].policy_keys = {"demo/selected"};
+    web.endpoints[1].identity = "spiffe://cluster.local/ns/other/sa/web";
+    auto drained = spec("demo/drained.demo.svc.cluster.local:80", "203.0.113.2", 80,
+                        {{"198.51.100.13", 0}});
+    drained.hostname = "drained.demo.svc.cluster.local";
+    auto set = std::make_shared<dp::policy::PolicySet>();
+    auto add = [&](dp::policy::Scope scope, const char* ns, const char* name) {
+      dp::policy::ScopedPolicy p;
+      p.scope = scope;
+      p.ns = ns;
+      p.name = name;
+      p.policy.name = std::string(ns) + "/" + name;
+      set->policies.push_back(p);
+    };
+    add(dp::policy::Scope::kNamespace, "demo", "ns-demo");
+    add(dp::policy::Scope::kWorkloadSelector, "demo", "selected");
+    add(dp::policy::Scope::kWorkloadSelector, "demo", "unselected");
+    add(dp::policy::Scope::kGlobal, "istio-system", "global");
+    add(dp::policy::Scope::kNamespace, "other", "ns-other");
+    reg.policies = set;
+    snap = build({web, drained}, reg, 1);
+  }
+  dp::hbone::Destination resolve(const char* authority, uint32_t hash = 1) const {
+    dp::hbone::Authority a;
+    EXPECT_TRUE(dp::hbone::parse_authority(authority, a)) << authority;
+    return dp::hbone::resolve(*snap, a, hash);
+  }
+};
+
+TEST(HboneResolve, VipAndFqdnPickAnEndpointWithMaglevPodAddressesNameTheirWorkload) {
+  ResolveFixture f;
+  using K = dp::hbone::Resolution::Kind;
+  std::set<std::string> chosen;
+  for (uint32_t h = 0; h < 64; ++h) {
+    const auto d = f.resolve("203.0.113.1:80", h * 2654435761u);
+    ASSERT_EQ(d.kind, K::kServed);
+    ASSERT_GE(d.backend, 0);
+    const dp::SnapBackend& b = f.snap->backends[uint32_t(d.backend)];
+    EXPECT_EQ(d.ip, b.address);
+    EXPECT_EQ(htons(d.port), b.port_be);
+    EXPECT_EQ(d.service, &f.snap->services[0]);
+    EXPECT_EQ(d.resolution().cookie, uint64_t(d.backend) + 1);
+    // The FQDN of the same service makes the same choice for the same hash.
+    const auto n = f.resolve("web.demo.svc.cluster.local:80", h * 2654435761u);
+    EXPECT_EQ(n.kind, K::kServed);
+    EXPECT_EQ(n.backend, d.backend);
+    chosen.insert(d.ip.str());
+  }
+  EXPECT_EQ(chosen, (std::set<std::string>{"198.51.100.11", "198.51.100.12"}));
+
+  // A pod address: that workload, on the port asked for (a known endpoint port or another).
+  const auto pod = f.resolve("198.51.100.12:8080");
+  EXPECT_EQ(pod.kind, K::kServed);
+  EXPECT_EQ(pod.backend, 1);
+  EXPECT_EQ(pod.service, nullptr);
+  const auto pod_other_port = f.resolve("198.51.100.11:9090");
+  EXPECT_EQ(pod_other_port.kind, K::kServed);
+  EXPECT_EQ(pod_other_port.port, 9090);
+  EXPECT_EQ(pod_other_port.backend, 0);
+
+  // Ours but nothing to connect to: 503. Not ours: 400.
+  EXPECT_EQ(f.resolve("203.0.113.1:81").kind, K::kNoEndpoint);
+  EXPECT_EQ(f.resolve("web.demo.svc.cluster.local:81").kind, K::kNoEndpoint);
+  EXPECT_EQ(f.resolve("203.0.113.2:80").kind, K::kNoEndpoint) << "every endpoint drained";
+  EXPECT_EQ(f.resolve("drained.demo.svc.cluster.local:80").kind, K::kNoEndpoint);
+  EXPECT_EQ(f.resolve("192.0.2.99:80").kind, K::kNotServed);
+  EXPECT_EQ(f.resolve("[2001:db8::1]:80").kind, K::kNotServed);
+  EXPECT_EQ(f.resolve("api.demo.svc.cluster.local:80").kind, K::kNotServed);
+}
+
+TEST(HboneResolve, PoliciesOfTheChosenWorkloadAreGlobalItsNamespacesAndItsSelectorOnes) {
+  ResolveFixture f;
+  auto names = [&](int32_t backend) {
+    std::vector<std::string> v;
+    for (const auto* p : dp::hbone::policies_for(*f.snap, backend)) v.push_back(p->name);
+    return v;
+  };
+  EXPECT_EQ(names(0), (std::vector<std::string>{"demo/ns-demo", "demo/selected", "istio-system/global"}));
+  EXPECT_EQ(names(1), (std::vector<std::string>{"istio-system/global", "other/ns-other"}));
+  EXPECT_EQ(names(-1), (std::vector<std::string>{"istio-system/global"})) << "no workload: global only";
 }
 
 }  // namespace
