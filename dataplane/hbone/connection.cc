@@ -17,6 +17,7 @@ struct Connection::Stream {
   ByteQueue in;          // received, not yet read by the caller (credited back on read)
   ByteQueue out;         // accepted from the caller, not yet framed
   std::string authority; // server: :authority as received (bounded by the header budget)
+  Resolution dst;        // server: where the authority resolved (re-checked on policy change)
   uint32_t header_bytes = 0;
   int status = 0;        // client: :status of the response
   bool method_connect = false;
@@ -617,6 +618,7 @@ void Connection::handle_request(Stream& s) {
   if (dst.kind == Resolution::Kind::kNoEndpoint) return reject(s, 503, Counter::k_connect_503_no_endpoint);
   s.connecting = true;
   s.surfaced = true;
+  s.dst = dst;
   hooks_->connect(s.id, dst);
 }
 
@@ -759,6 +761,27 @@ void Connection::stream_shutdown(int32_t id) {
   }
   flush();
   check_done();
+}
+
+static_assert(kH2ConnectError == NGHTTP2_CONNECT_ERROR);
+
+size_t Connection::recheck_authorization() {
+  if (role_ != tls::Role::kServer || closed_) return 0;
+  std::vector<int32_t> denied;
+  for (const auto& [id, s] : streams_) {
+    if (!s->surfaced || s->rejected || s->h2_closed || (!s->open && !s->connecting)) continue;
+    if (!hooks_->authorize(tls_.peer_id(), s->dst)) denied.push_back(id);
+  }
+  for (const int32_t id : denied) {
+    Stream* s = find(id);
+    counters_.add(Counter::k_policy_revoked);
+    // The tunnel ends as an error on both sides: the peer resets its TCP side, the caller
+    // resets the upstream (kStreamReset with the code, then kStreamClosed).
+    s->connecting = false;
+    stream_reset(id, kH2ConnectError);
+    push(EventKind::kStreamReset, id, kH2ConnectError);
+  }
+  return denied.size();
 }
 
 void Connection::stream_reset(int32_t id, uint32_t h2_error) {

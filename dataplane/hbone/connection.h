@@ -109,6 +109,9 @@ struct Event {
 };
 
 inline bool is_clean_reset(uint32_t h2_error) { return h2_error == 0 || h2_error == 8; }
+// RFC 9113 CONNECT_ERROR: the tunnel was reset or closed abnormally (also: a policy change
+// ended it).
+inline constexpr uint32_t kH2ConnectError = 0xa;
 
 // What the server's resolve hook found for an :authority.
 struct Resolution {
@@ -171,6 +174,10 @@ class Connection {
 
   // ---- server role ----
   void upstream_connected(int32_t stream, bool ok);
+  // Policies changed: asks hooks.authorize() again for every live tunnel (connecting or open)
+  // and ends the ones now denied with RST_STREAM(CONNECT_ERROR), each reported as
+  // kStreamReset(CONNECT_ERROR) so the caller resets its upstream. Returns how many ended.
+  size_t recheck_authorization();
 
   // ---- streams ----
   size_t stream_readable(int32_t stream) const;

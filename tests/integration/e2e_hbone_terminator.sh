@@ -95,6 +95,27 @@ out=$(client demo.client "$HBONE" drain --authority "127.0.0.1:$ECHO" --pid "$SR
 echo "$out"
 for _ in $(seq 100); do kill -0 "$SRV" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$SRV" 2>/dev/null && fail "server did not exit after drain"
+note "a policy change ends the live tunnels it now denies (SIGHUP: reload, re-check)"
+# The file changes now; the server keeps the policies it loaded until SIGHUP.
+cat >>"$TMP/mesh.toml" <<TOML
+
+[[policy]]
+name = "deny-client"
+namespace = "demo"
+scope = "namespace"
+action = "deny"
+  [[policy.group]]
+    [[policy.group.clause]]
+      [[policy.group.clause.match]]
+      principals = ["cluster.local/ns/demo/sa/client"]
+TOML
+out=$(client demo.client "$HBONE2" revoke --authority "127.0.0.1:$ECHO" --pid "$SRV2" --timeout 20) \
+  || fail "revoke: $out"
+echo "$out"
+grep -q "policies reloaded: 2 policies, 1 tunnels revoked" "$TMP/server-$HBONE2.log" \
+  || fail "server log: $(cat "$TMP/server-$HBONE2.log")"
+st=$(client demo.client "$HBONE2" status --timeout 10 --authority "127.0.0.1:$ECHO") || true
+[[ $st == *'"status": 401'* ]] || fail "a new CONNECT after the change must get 401: $st"
 kill -TERM "$SRV2"; wait "$SRV2" || true
 
 note "server counters"
@@ -109,4 +130,6 @@ expect "$TMP/stats.json" connect_401_denied 1
 expect "$TMP/stats.json" tls_failed_chain_untrusted 1
 expect "$TMP/stats.json" goaway_sent 1
 expect "$TMP/stats2.json" tls_failed_wrong_trust_domain 1
+expect "$TMP/stats2.json" policy_revoked 1
+expect "$TMP/stats2.json" connect_401_denied 1
 echo "e2e_hbone_terminator: ok"

@@ -35,6 +35,7 @@ std::shared_ptr<tls::Context> ctx(const std::string& ident, const std::string& t
 // principal in `deny`; connects asynchronously (the test completes connects).
 struct FakeHooks : ServerHooks {
   std::string deny;
+  uint16_t deny_port = 0;  // destinations on this port are denied too
   std::vector<int32_t> connects;
   std::vector<std::string> peers;
   Resolution resolve(const Authority& a) override {
@@ -50,9 +51,9 @@ struct FakeHooks : ServerHooks {
     r.kind = a.port == 9 ? Resolution::Kind::kNoEndpoint : Resolution::Kind::kServed;
     return r;
   }
-  bool authorize(std::string_view peer, const Resolution&) override {
+  bool authorize(std::string_view peer, const Resolution& r) override {
     peers.emplace_back(peer);
-    return peer != deny;
+    return peer != deny && (deny_port == 0 || r.port != deny_port);
   }
   void connect(int32_t stream, const Resolution&) override { connects.push_back(stream); }
 };
@@ -342,6 +343,42 @@ TEST(HboneEngine, client_never_exceeds_the_servers_advertised_200_streams) {
   EXPECT_EQ(opened, 200);
   p.pump();
   EXPECT_EQ(p.hooks.connects.size(), 200u);
+}
+
+// specs/hbone.md: "Policy changes re-check live connections and close the ones now denied."
+TEST(HboneEngine, a_policy_change_ends_the_tunnels_it_now_denies_and_only_those) {
+  Pair p;
+  auto [cs_a, ss_a] = p.open("10.0.0.5:8080");
+  auto [cs_b, ss_b] = p.open("10.0.0.6:9090");
+  ASSERT_EQ(status_of(p, cs_a), 200);
+  ASSERT_EQ(status_of(p, cs_b), 200);
+  EXPECT_EQ(p.server->recheck_authorization(), 0u) << "nothing changed: nothing ends";
+
+  p.hooks.deny_port = 8080;
+  EXPECT_EQ(p.server->recheck_authorization(), 1u);
+  p.pump();
+  EXPECT_EQ(p.sc[Counter::k_policy_revoked], 1u);
+  // The caller learns it must reset the upstream; the peer gets an error reset (not clean).
+  ASSERT_NE(Pair::last(p.sev, EventKind::kStreamReset, ss_a), nullptr);
+  EXPECT_EQ(Pair::last(p.sev, EventKind::kStreamReset, ss_a)->code, kH2ConnectError);
+  ASSERT_NE(Pair::last(p.cev, EventKind::kStreamReset, cs_a), nullptr);
+  EXPECT_EQ(Pair::last(p.cev, EventKind::kStreamReset, cs_a)->code, kH2ConnectError);
+  EXPECT_FALSE(is_clean_reset(kH2ConnectError));
+  EXPECT_EQ(p.cc[Counter::k_rst_received_error], 1u);
+  EXPECT_EQ(Pair::count(p.sev, EventKind::kStreamReset, ss_b), 0);
+
+  // The other tunnel still carries bytes both ways.
+  ASSERT_EQ(p.client->stream_write(cs_b, reinterpret_cast<const uint8_t*>("still"), 5), 5u);
+  p.pump();
+  EXPECT_EQ(p.read_all(*p.server, ss_b), "still");
+  ASSERT_EQ(p.server->stream_write(ss_b, reinterpret_cast<const uint8_t*>("here"), 4), 4u);
+  p.pump();
+  EXPECT_EQ(p.read_all(*p.client, cs_b), "here");
+  // A tunnel that ended is not checked again; the policy that denies nobody ends nothing.
+  EXPECT_EQ(p.server->recheck_authorization(), 0u);
+  p.hooks.deny_port = 0;
+  EXPECT_EQ(p.server->recheck_authorization(), 0u);
+  EXPECT_EQ(p.sc[Counter::k_policy_revoked], 1u);
 }
 
 TEST(HboneEngine, peer_reset_codes_are_clean_or_errors) {

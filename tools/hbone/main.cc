@@ -8,8 +8,9 @@
 //
 // server: terminates HBONE (the 15008 role). An IP authority inside a --serve prefix is served
 // (connect to it); a --name maps a host:port authority; anything else is 400. --mesh/--workload
-// load L4 authorization policies for that workload from a mesh file. SIGTERM/SIGUSR1: GOAWAY
-// every connection, stop accepting, exit when they are done (10 s at most).
+// load L4 authorization policies for that workload from a mesh file; SIGHUP reloads the file and
+// re-checks every live tunnel, ending the ones now denied. SIGTERM/SIGUSR1: GOAWAY every
+// connection, stop accepting, exit when they are done (10 s at most).
 // client: originates HBONE (the 15001 role): each TCP connection accepted on --listen becomes
 // a CONNECT stream to --target over a pooled mTLS connection to --peer.
 // Both write their counters as JSON to --stats at exit.
@@ -57,6 +58,7 @@ constexpr size_t kTcpPendingMax = 256 * 1024;  // bytes from a stream waiting fo
 constexpr int kDrainDeadlineMs = 10'000;
 
 volatile sig_atomic_t g_drain = 0;
+volatile sig_atomic_t g_reload = 0;
 
 uint64_t now_ms() {
   return uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -406,6 +408,29 @@ class Loop : public ServerHooks {
     }
   }
 
+  // Server: the policies changed (SIGHUP): every live tunnel is checked again.
+  std::string mesh_file, workload;
+  void reload_policies() {
+    auto m = ctl::mesh::load_mesh_file(mesh_file);
+    if (!m.ok() || !m->workloads.count(workload)) {
+      std::fprintf(stderr, "meshgate-hbone: reload %s failed, policies kept: %s\n",
+                   mesh_file.c_str(), m.ok() ? "no such --workload" : m.error().str().c_str());
+      return;
+    }
+    policies = ctl::mesh::policies_for(*m, m->workloads.at(workload));
+    size_t revoked = 0;
+    std::vector<HboneConn*> cs(conns.begin(), conns.end());
+    for (HboneConn* c : cs) {
+      if (c->engine->role() != tls::Role::kServer) continue;
+      current = c;
+      revoked += c->engine->recheck_authorization();
+      c->flush();
+      c->process_events();
+    }
+    std::fprintf(stderr, "meshgate-hbone: policies reloaded: %zu policies, %zu tunnels revoked\n",
+                 policies.size(), revoked);
+  }
+
   int run() {
     bool draining = false;
     uint64_t drain_started = 0;
@@ -416,6 +441,10 @@ class Loop : public ServerHooks {
         draining = true;
         drain_started = now_ms();
         drain_all();
+      }
+      if (g_reload) {
+        g_reload = 0;
+        if (!mesh_file.empty()) reload_policies();
       }
       if (draining && (conns.empty() || now_ms() - drain_started > kDrainDeadlineMs)) break;
       const int n = epoll_wait(ep, evs, 64, 100);
@@ -761,6 +790,7 @@ int main(int argc, char** argv) {
   signal(SIGTERM, [](int) { g_drain = 1; });
   signal(SIGINT, [](int) { g_drain = 1; });
   signal(SIGUSR1, [](int) { g_drain = 1; });
+  signal(SIGHUP, [](int) { g_reload = 1; });
 
   Loop loop;
   tls::ContextConfig tc{cert, key, bundle, trust_domain};
@@ -809,6 +839,8 @@ int main(int argc, char** argv) {
         return 2;
       }
       loop.policies = ctl::mesh::policies_for(*m, m->workloads.at(workload));
+      loop.mesh_file = mesh_file;
+      loop.workload = workload;
     }
   } else {
     if (!parse_hostport(peer, loop.peer_addr)) {

@@ -9,6 +9,8 @@
     halfclose  send --bytes then END_STREAM to a sha backend; the answer (sent by the backend
                only after our FIN) must name our bytes, then END_STREAM must follow
     drain      open a stream, signal --pid (SIGTERM), expect GOAWAY, keep using the stream
+    revoke     open a stream to an echo backend, see an echo, signal --pid (SIGHUP: the server
+               reloads its policies), expect RST_STREAM with CONNECT_ERROR (10)
 Prints one line of JSON; exit 0 when every check of the mode passed, 1 otherwise, 3 when the
 TLS handshake failed. Everything is bounded by --timeout seconds.
 """
@@ -236,6 +238,34 @@ def run_drain(c, a):
     return ok
 
 
+def run_revoke(c, a):
+    sid = c.connect(a.authority)
+    got, status, hup, reset = bytearray(), None, False, None
+    while reset is None:
+        for ev in c.events(0.2):
+            if ev is None:
+                fail("connection closed before the stream was reset", echo=got.decode())
+            if isinstance(ev, h2.events.ResponseReceived):
+                status = int(dict(ev.headers)[":status"])
+                if status != 200:
+                    fail("not 200", status=status)
+                c.send(sid, b"before;", False)
+            elif isinstance(ev, h2.events.DataReceived):
+                got += ev.data
+                c.h2.acknowledge_received_data(ev.flow_controlled_length, sid)
+                if bytes(got) == b"before;" and not hup:
+                    os.kill(a.pid, signal.SIGHUP)
+                    hup = True
+            elif isinstance(ev, h2.events.StreamReset):
+                reset = int(ev.error_code)
+            elif isinstance(ev, h2.events.StreamEnded):
+                fail("stream ended cleanly instead of being reset", echo=got.decode())
+        c.flush()
+    ok = hup and reset == 10
+    print(json.dumps({"ok": ok, "echo": got.decode(), "reset_code": reset}), flush=True)
+    return ok
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("addr")
@@ -243,7 +273,7 @@ def main():
     p.add_argument("--cert", required=True)
     p.add_argument("--key", required=True)
     p.add_argument("--bundle", required=True)
-    p.add_argument("mode", choices=["streams", "status", "halfclose", "drain"])
+    p.add_argument("mode", choices=["streams", "status", "halfclose", "drain", "revoke"])
     p.add_argument("--authority", default="127.0.0.1:9")
     p.add_argument("--method", default="CONNECT")
     p.add_argument("--n", type=int, default=1)
@@ -252,7 +282,8 @@ def main():
     p.add_argument("--timeout", type=float, default=60)
     a = p.parse_args()
     c = Client(a)
-    run = {"streams": run_streams, "status": run_status, "halfclose": run_halfclose, "drain": run_drain}[a.mode]
+    run = {"streams": run_streams, "status": run_status, "halfclose": run_halfclose, "drain": run_drain,
+           "revoke": run_revoke}[a.mode]
     try:
         ok = run(c, a)
     except (ssl.SSLError, ConnectionResetError, BrokenPipeError) as e:
