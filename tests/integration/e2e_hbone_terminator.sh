@@ -14,6 +14,21 @@ ECHO=$BASE SHA=$((BASE + 1)) DOWN=$((BASE + 2)) HBONE=$((BASE + 3)) HBONE2=$((BA
 make_pki
 cat "$P/root.pem" "$P/foreign-root.pem" >"$P/both-roots.pem"
 
+# deny_policy NAME SA: a namespace DENY policy of demo for the principal of service account SA.
+deny_policy() {
+  cat <<TOML
+
+[[policy]]
+name = "$1"
+namespace = "demo"
+scope = "namespace"
+action = "deny"
+  [[policy.group]]
+    [[policy.group.clause]]
+      [[policy.group.clause.match]]
+      principals = ["cluster.local/ns/demo/sa/$2"]
+TOML
+}
 cat >"$TMP/mesh.toml" <<TOML
 [[workload]]
 uid = "gw"
@@ -21,17 +36,8 @@ name = "gw"
 namespace = "demo"
 addresses = ["127.0.0.1"]
 tunnel = "hbone"
-
-[[policy]]
-name = "deny-blocked"
-namespace = "demo"
-scope = "namespace"
-action = "deny"
-  [[policy.group]]
-    [[policy.group.clause]]
-      [[policy.group.clause.match]]
-      principals = ["cluster.local/ns/demo/sa/blocked"]
 TOML
+deny_policy deny-blocked blocked >>"$TMP/mesh.toml"
 
 $PY "$H/backend.py" echo "$ECHO" 2>"$TMP/echo.log" & PIDS+=($!)
 $PY "$H/backend.py" sha "$SHA" 2>"$TMP/sha.log" & PIDS+=($!)
@@ -97,18 +103,7 @@ for _ in $(seq 100); do kill -0 "$SRV" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$SRV" 2>/dev/null && fail "server did not exit after drain"
 note "a policy change ends the live tunnels it now denies (SIGHUP: reload, re-check)"
 # The file changes now; the server keeps the policies it loaded until SIGHUP.
-cat >>"$TMP/mesh.toml" <<TOML
-
-[[policy]]
-name = "deny-client"
-namespace = "demo"
-scope = "namespace"
-action = "deny"
-  [[policy.group]]
-    [[policy.group.clause]]
-      [[policy.group.clause.match]]
-      principals = ["cluster.local/ns/demo/sa/client"]
-TOML
+deny_policy deny-client client >>"$TMP/mesh.toml"
 out=$(client demo.client "$HBONE2" revoke --authority "127.0.0.1:$ECHO" --pid "$SRV2" --timeout 20) \
   || fail "revoke: $out"
 echo "$out"
