@@ -328,6 +328,10 @@ std::string Admin::config_dump() {
                      {"expires_in_s", c.not_after_unix - now}});
   }
   j["certificates"] = certs;
+  // The TLS contexts workers would use for HBONE: one per worker, of that certificate.
+  json tls = {{"contexts", snap ? snap->tls_contexts.size() : 0}, {"identity", ""}};
+  if (snap && !snap->tls_contexts.empty()) tls["identity"] = snap->tls_contexts.front()->own_id();
+  j["tls"] = tls;
   return j.dump(2) + "\n";
 }
 

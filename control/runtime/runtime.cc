@@ -200,6 +200,29 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
   // A new service list -> snapshot -> publish. On failure the running snapshot stays.
   std::unique_ptr<CertProvider> cert_provider;
   std::vector<ServiceSpec> last_services;
+  // A certificate for the snapshots: its metadata and one TLS context per worker (built here,
+  // on the control thread). False, with the running ones kept, when no context can be built.
+  auto take_certificate = [&](CertBundle b) {
+    std::vector<std::shared_ptr<const dp::tls::Context>> contexts;
+    dp::tls::ContextConfig tc;
+    tc.cert_chain_pem = b.chain_pem;
+    tc.private_key_pem = b.key_pem;
+    tc.trust_bundle_pem = b.roots_pem;
+    tc.trust_domain = cfg.hbone.trust_domain;
+    for (uint32_t w = 0; w < workers; ++w) {
+      std::string err;
+      std::shared_ptr<const dp::tls::Context> c = dp::tls::Context::create(tc, err);
+      if (!c) {
+        log(LogLevel::kError, "certificate_unusable", "identity=%s error=\"%s\" keeping=%s",
+            b.identity.c_str(), err.c_str(), reg->tls_contexts.empty() ? "none" : "the previous");
+        return false;
+      }
+      contexts.push_back(std::move(c));
+    }
+    reg->tls_contexts = std::move(contexts);
+    reg->certificates = std::make_shared<const std::vector<CertInfo>>(std::move(b.info));
+    return true;
+  };
   auto publish_services = [&](std::vector<ServiceSpec> services, const char* why) {
     const auto t0 = std::chrono::steady_clock::now();
     auto snap = build_snapshot(cfg, services, ports, *reg, version + 1);
@@ -249,9 +272,7 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
     cert_provider = CertProvider::create(cfg);
     if (cert_provider) {
       cert_provider->start();
-      if (auto b = cert_provider->poll()) {
-        reg->certificates = std::make_shared<const std::vector<CertInfo>>(std::move(b->info));
-      }
+      if (auto b = cert_provider->poll()) take_certificate(std::move(b.value()));
     }
     if (admin && cert_provider) {
       admin->add_metrics_source([c = &cert_provider->counters()](PromWriter& w) {
@@ -515,8 +536,12 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
       if (cert_provider && phase != Phase::kStopping) {
         if (auto b = cert_provider->poll()) {
           auto old_certs = reg->certificates;
-          reg->certificates = std::make_shared<const std::vector<CertInfo>>(std::move(b->info));
-          if (!publish_services(last_services, "certificate")) reg->certificates = old_certs;
+          auto old_contexts = reg->tls_contexts;
+          if (take_certificate(std::move(b.value())) &&
+              !publish_services(last_services, "certificate")) {
+            reg->certificates = std::move(old_certs);
+            reg->tls_contexts = std::move(old_contexts);
+          }
         }
       }
       publisher.reclaim();

@@ -388,6 +388,7 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
   snap->identities = reg.identities.table();
   snap->policies = reg.policies;
   snap->certificates = reg.certificates;
+  snap->tls_contexts = reg.tls_contexts;
 
   if (cache.services.size() != cached) {
     std::erase_if(cache.services, [gen](const auto& kv) { return kv.second.used != gen; });

@@ -80,6 +80,7 @@ struct Registries {
   BuildStats last_build;
   std::shared_ptr<const dp::policy::PolicySet> policies;
   std::shared_ptr<const std::vector<dp::CertMeta>> certificates;
+  std::vector<std::shared_ptr<const dp::tls::Context>> tls_contexts;  // one per worker
 };
 
 // Builds a snapshot of `services` with the routes and neighbors of `cfg` and `ports`. Reuses

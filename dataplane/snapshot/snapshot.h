@@ -15,6 +15,7 @@
 #include "dataplane/common/net_types.h"
 #include "dataplane/policy/policy.h"
 #include "dataplane/snapshot/cert_meta.h"
+#include "dataplane/tls/tls.h"
 
 struct rte_lpm;
 struct rte_lpm6;
@@ -201,6 +202,10 @@ struct Snapshot {
   std::shared_ptr<const policy::PolicySet> policies;
   // The [hbone] certificates as last read (null: none configured).
   std::shared_ptr<const std::vector<CertMeta>> certificates;
+  // TLS contexts (one SSL_CTX each) of that certificate, one per worker, built on the control
+  // thread; empty without a usable certificate. A connection keeps the context it started with
+  // (shared_ptr) when a renewal publishes new ones.
+  std::vector<std::shared_ptr<const tls::Context>> tls_contexts;
 
   const std::string& identity_of(const SnapBackend& b) const {
     static const std::string kNone;

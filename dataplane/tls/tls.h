@@ -35,6 +35,11 @@ struct ContextConfig {
   std::string private_key_file;  // PEM: an ECDSA P-256 key
   std::string trust_bundle_file; // PEM: one or more mesh roots
   std::string trust_domain = "cluster.local";
+  // The same in memory (a certificate from the Istio CA, or files read and checked once):
+  // when cert_chain_pem is set, the three *_pem fields are used instead of the files.
+  std::string cert_chain_pem;
+  std::string private_key_pem;
+  std::string trust_bundle_pem;
 };
 
 // Control thread: create(); a worker: everything else. Owns one SSL_CTX.

@@ -115,6 +115,7 @@ assert leaf["issuer"] == "O=test-root" and root["subject"] == "O=test-root", c
 assert 6 * 86400 < leaf["expires_in_s"] <= 7 * 86400, leaf
 t = time.strptime(leaf["not_after"], "%Y-%m-%dT%H:%M:%SZ")
 assert root["identity"] == "" and root["expires_in_s"] > 29 * 86400, root
+assert d["tls"]["identity"] == leaf["identity"] and d["tls"]["contexts"] >= 1, d["tls"]
 PY
 
 note "in-place edit: the workload moves"

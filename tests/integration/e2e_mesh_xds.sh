@@ -151,6 +151,8 @@ leaf = c[0]
 assert leaf["identity"] == "spiffe://cluster.local/ns/istio-system/sa/meshgate", leaf
 assert 3500 < leaf["expires_in_s"] <= 3600, leaf
 assert leaf["issuer"] == c[1]["subject"] and c[1]["issuer"] == c[2]["subject"], c
+tls = json.load(open(sys.argv[1]))["tls"]
+assert tls == {"contexts": 1, "identity": leaf["identity"]}, tls  # one per worker, of that cert
 v = {l.rsplit(" ", 1)[0]: float(l.rsplit(" ", 1)[1]) for l in open(sys.argv[2]) if not l.startswith("#")}
 assert v["meshgate_cert_issued_total"] == 1, v["meshgate_cert_issued_total"]
 assert v["meshgate_cert_failures_total"] >= 1  # the requests made while the server was down

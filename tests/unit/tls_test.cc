@@ -4,6 +4,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include <cstdio>
 #include <memory>
 #include <string>
 
@@ -53,6 +54,15 @@ std::string read_all(Session& s) {
   return out;
 }
 
+// The demo.client / demo.server pair handshakes and each side verified the other's identity.
+void expect_mutual(Session& client, Session& server) {
+  pump(client, server);
+  ASSERT_EQ(server.state(), State::kEstablished) << server.failure_detail();
+  ASSERT_EQ(client.state(), State::kEstablished) << client.failure_detail();
+  EXPECT_EQ(server.peer_id(), "spiffe://cluster.local/ns/demo/sa/client");
+  EXPECT_EQ(client.peer_id(), "spiffe://cluster.local/ns/demo/sa/server");
+}
+
 }  // namespace
 
 TEST(Tls, context_names_its_own_spiffe_id) {
@@ -60,15 +70,49 @@ TEST(Tls, context_names_its_own_spiffe_id) {
   EXPECT_EQ(c->own_id(), "spiffe://cluster.local/ns/demo/sa/server");
 }
 
+// A context from PEM text (a certificate from the Istio CA never touches a file) works like one
+// from files: a session pair across the two kinds verifies both identities.
+TEST(Tls, context_from_pem_in_memory_handshakes_with_one_from_files) {
+  const auto& pki = TestPki::get();
+  auto text = [](const std::string& path) {
+    std::string s;
+    FILE* f = std::fopen(path.c_str(), "rb");
+    EXPECT_NE(f, nullptr) << path;
+    char buf[4096];
+    while (f && !std::feof(f)) s.append(buf, std::fread(buf, 1, sizeof buf, f));
+    if (f) std::fclose(f);
+    return s;
+  };
+  meshgate::dp::tls::ContextConfig mem;
+  mem.cert_chain_pem = text(pki.path("demo.server.pem"));
+  mem.private_key_pem = text(pki.path("demo.server-key.pem"));
+  mem.trust_bundle_pem = text(pki.path("root.pem"));
+  std::string err;
+  auto sc = Context::create(mem, err);
+  ASSERT_NE(sc, nullptr) << err;
+  EXPECT_EQ(sc->own_id(), "spiffe://cluster.local/ns/demo/sa/server");
+  auto cc = ctx("demo.client");
+  Session server(*sc, Role::kServer);
+  Session client(*cc, Role::kClient, {"spiffe://cluster.local/ns/demo/sa/server"});
+  expect_mutual(client, server);
+
+  // The same checks as for files: a key that does not match, a malformed bundle.
+  auto wrong_key = mem;
+  wrong_key.private_key_pem = text(pki.path("demo.client-key.pem"));
+  EXPECT_EQ(Context::create(wrong_key, err), nullptr);
+  EXPECT_NE(err.find("private_key (PEM)"), std::string::npos) << err;
+  EXPECT_NE(err.find("mismatch"), std::string::npos) << err;
+  auto no_bundle = mem;
+  no_bundle.trust_bundle_pem = "not PEM";
+  EXPECT_EQ(Context::create(no_bundle, err), nullptr);
+  EXPECT_NE(err.find("trust_bundle (PEM)"), std::string::npos) << err;
+}
+
 TEST(Tls, mutual_handshake_verifies_both_identities_and_carries_bytes_both_ways) {
   auto sc = ctx("demo.server"), cc = ctx("demo.client");
   Session server(*sc, Role::kServer);
   Session client(*cc, Role::kClient, {"spiffe://cluster.local/ns/demo/sa/server"});
-  pump(client, server);
-  ASSERT_EQ(server.state(), State::kEstablished) << server.failure_detail();
-  ASSERT_EQ(client.state(), State::kEstablished) << client.failure_detail();
-  EXPECT_EQ(server.peer_id(), "spiffe://cluster.local/ns/demo/sa/client");
-  EXPECT_EQ(client.peer_id(), "spiffe://cluster.local/ns/demo/sa/server");
+  expect_mutual(client, server);
 
   const std::string big(100000, 'x');
   ASSERT_TRUE(client.write(reinterpret_cast<const uint8_t*>(big.data()), big.size()));
