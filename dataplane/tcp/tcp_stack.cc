@@ -553,6 +553,14 @@ void TcpStack::abort(TcpConnId c) {
   free_tcb(t);
 }
 
+TcpError TcpStack::set_user(TcpConnId c, TcpEventFn fn, void* user) {
+  Tcb* t = tcb_of(c);
+  if (t == nullptr) return TcpError::kStale;
+  t->fn = fn;
+  t->user = user;
+  return TcpError::kOk;
+}
+
 TcpError TcpStack::set_keepalive(TcpConnId c, bool on, uint32_t idle_ms, uint32_t interval_ms,
                                  uint32_t probes) {
   Tcb* t = tcb_of(c);

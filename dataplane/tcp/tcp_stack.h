@@ -115,6 +115,10 @@ class TcpStack {
   void close(TcpConnId c);
   // Releases the handle and resets the connection (RST to the peer if it was synchronized).
   void abort(TcpConnId c);
+  // Rebinds the connection's event function and user pointer (a listener's connection handed
+  // from its acceptor to the object that serves it, e.g. a proxy session). Takes effect for the
+  // next event, including later events of the dispatch in progress.
+  TcpError set_user(TcpConnId c, TcpEventFn fn, void* user);
   // RFC 9293 §3.8.4 keepalive with the given times (0 = the defaults).
   TcpError set_keepalive(TcpConnId c, bool on, uint32_t idle_ms = 0, uint32_t interval_ms = 0,
                          uint32_t probes = 0);
