@@ -110,6 +110,8 @@ TEST(ConfigFiles, IngressNodeConfigLoadsWithEveryForwardingMode) {
   EXPECT_TRUE(seen[size_t(ForwardMode::kFullnat)]);
   EXPECT_TRUE(seen[size_t(ForwardMode::kDsrIpip)]);
   EXPECT_TRUE(seen[size_t(ForwardMode::kDsrGue)]);
+  EXPECT_TRUE(seen[size_t(ForwardMode::kProxy)]);
+  EXPECT_EQ(c.proxy.idle_timeout_s, 1800u);
   EXPECT_FALSE(c.fullnat.local_addresses.empty());
   EXPECT_EQ(c.mesh.source, MeshSource::kXds);
   EXPECT_EQ(c.mesh.address, "istiod.istio-system.svc:15012");
