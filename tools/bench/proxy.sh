@@ -13,6 +13,8 @@
 #              198.51.100.3, the client's eth2, the backend 198.51.100.11 (nginx, port 8080)
 # CPUs: the proxy under test (meshgate's worker lcore, or HAProxy) on CPU 1; client (curl) and
 # backend (nginx) on CPU 0; meshgate's control thread on CPU 0 as well.
+# A fourth path, meshgate fullnat (packet forwarding with NAT, no termination) through the same
+# gateway, ports and vdevs, separates the cost of terminating TCP from the cost of the vdevs.
 # Workloads: one download of --mb MiB (nginx sendfile -> curl, Mbit/s), and --requests
 # HTTP/1.0 requests of an empty file by curl with 32 transfers in parallel, each on a new
 # connection (connections/s). Every figure is the median of --repeat runs; ratios are against
@@ -158,6 +160,14 @@ mode = "proxy"
   [[service.backend]]
   address = "198.51.100.11"
   port = 8080
+[[service]]
+name = "fn"
+vip = "203.0.113.21"
+port = 80
+mode = "fullnat"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
 [admin]
 listen = "127.$(( 100 + ID / 65536 )).$(( (ID / 256) % 256 )).$(( ID % 256 )):15000"
 EOF
@@ -172,13 +182,15 @@ until grep -q event=workers_started "$TMP/gw.log"; do
 done
 until X "$CLI" curl -s -o /dev/null --max-time 1 http://198.51.100.11:8080/x &&
       X "$CLI" curl -s -o /dev/null --max-time 1 http://203.0.113.129/x &&
-      X "$CLI" curl -s -o /dev/null --max-time 1 http://203.0.113.20/x; do
+      X "$CLI" curl -s -o /dev/null --max-time 1 http://203.0.113.20/x &&
+      X "$CLI" curl -s -o /dev/null --max-time 1 http://203.0.113.21/x; do
   (( $(date +%s) < deadline + 10 )) || { echo "a path does not answer" >&2; cat "$TMP"/*.log; exit 1; }
   sleep 0.2
 done
 
-declare -A URL=([direct]=http://198.51.100.11:8080 [meshgate]=http://203.0.113.20 [haproxy]=http://203.0.113.129)
-PATHS=(direct meshgate haproxy)
+declare -A URL=([direct]=http://198.51.100.11:8080 [meshgate]=http://203.0.113.20
+                [haproxy]=http://203.0.113.129 [fullnat]=http://203.0.113.21)
+PATHS=(direct meshgate haproxy fullnat)
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 download() {  # Mbit/s of one download
   X "$CLI" taskset -c 0 curl -s -o /dev/null --max-time 120 -w '%{speed_download} %{size_download}\n' \
@@ -219,18 +231,19 @@ mkdir -p "$OUT"
     "$(ratio "${TPUT[meshgate]}" "${TPUT[direct]}")" "$(ratio "${CPS[meshgate]}" "${CPS[direct]}")"
   printf 'meshgate / haproxy: throughput %s, connections/s %s\n' \
     "$(ratio "${TPUT[meshgate]}" "${TPUT[haproxy]}")" "$(ratio "${CPS[meshgate]}" "${CPS[haproxy]}")"
-  printf 'samples (Mbit/s): direct %s; meshgate %s; haproxy %s\n' \
-    "$(paste -sd, "$TMP/tput.direct")" "$(paste -sd, "$TMP/tput.meshgate")" "$(paste -sd, "$TMP/tput.haproxy")"
-  printf 'samples (conn/s): direct %s; meshgate %s; haproxy %s\n' \
-    "$(paste -sd, "$TMP/cps.direct")" "$(paste -sd, "$TMP/cps.meshgate")" "$(paste -sd, "$TMP/cps.haproxy")"
+  printf 'meshgate proxy / meshgate fullnat: throughput %s, connections/s %s\n' \
+    "$(ratio "${TPUT[meshgate]}" "${TPUT[fullnat]}")" "$(ratio "${CPS[meshgate]}" "${CPS[fullnat]}")"
+  for p in "${PATHS[@]}"; do
+    printf 'samples %s: Mbit/s %s; conn/s %s\n' "$p" "$(paste -sd, "$TMP/tput.$p")" "$(paste -sd, "$TMP/cps.$p")"
+  done
   printf 'load average at the end: %s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$OUT/proxy.txt"
 python3 - "$TMP/stats.json" "$OUT/proxy.json" <<EOF
 import json, sys
 s = json.load(open(sys.argv[1]))
 out = {"mb": $MB, "requests": $REQUESTS, "repeat": $REPEAT,
-       "download_mbit_s": {"direct": ${TPUT[direct]}, "meshgate": ${TPUT[meshgate]}, "haproxy": ${TPUT[haproxy]}},
-       "connections_per_s": {"direct": ${CPS[direct]}, "meshgate": ${CPS[meshgate]}, "haproxy": ${CPS[haproxy]}},
+       "download_mbit_s": {"direct": ${TPUT[direct]}, "meshgate": ${TPUT[meshgate]}, "haproxy": ${TPUT[haproxy]}, "meshgate_fullnat": ${TPUT[fullnat]}},
+       "connections_per_s": {"direct": ${CPS[direct]}, "meshgate": ${CPS[meshgate]}, "haproxy": ${CPS[haproxy]}, "meshgate_fullnat": ${CPS[fullnat]}},
        "meshgate_proxy": s.get("proxy"), "meshgate_drops": {k: v for k, v in s["drops"].items() if v}}
 json.dump(out, open(sys.argv[2], "w"), indent=2)
 EOF
