@@ -10,8 +10,10 @@
 
 #include "dataplane/conntrack/conntrack.h"
 #include "dataplane/lb/lb.h"
+#include "dataplane/nat/icmp_error.h"
 #include "dataplane/nat/rss.h"
 #include "dataplane/packet/parse.h"
+#include "dataplane/packet/wire.h"
 #include "dataplane/proxy/proxy_protocol.h"
 #include "dataplane/snapshot/snapshot.h"
 #include "dataplane/worker/counters.h"
@@ -77,6 +79,27 @@ void Proxy::input(rte_mbuf* m, const PacketMeta& meta) { stack_->input(m, meta, 
 void Proxy::advance() {
   stack_->advance(now_ns_);
   idle_wheel_.advance(now_ms(), kIdleTimerBudget, this);
+}
+
+bool Proxy::icmp_error(const uint8_t* frame, uint32_t len, const PacketMeta& m) {
+  IcmpQuote q;
+  if (!parse_icmp_quote(frame, len, m, &q) || q.proto != kProtoTcp || q.quoted_l4 < 8) {
+    return false;
+  }
+  const TcpTuple t{q.src, q.dst, ntohs(q.sport), ntohs(q.dport)};
+  if (stack_->state_of(t) == tcp::TcpState::kClosed) return false;
+  const bool v4 = m.l3 == L3::kIpv4;
+  const uint8_t* icmp = frame + m.l4_off;
+  if (v4 ? (m.icmp_type == kIcmpDestUnreach && m.icmp_code == 4)
+         : m.icmp_type == kIcmp6PacketTooBig) {
+    // RFC 1191 §4: the next-hop MTU in the low 16 bits of the second word; RFC 4443 §3.2: all
+    // 32 bits. The quoted TCP header's sequence number sits 4 bytes in.
+    const uint32_t mtu = v4 ? rd16(icmp + 6) : rd32(icmp + 4);
+    stack_->icmp_too_big(t, rd32(frame + q.l4_off + 4), mtu);
+  }
+  // Other errors about our segments (unreachable, time exceeded) are soft errors for TCP
+  // (RFC 1122 4.2.3.9, RFC 5461): the retransmission timer decides. Consumed either way.
+  return true;
 }
 
 uint16_t Proxy::take_output(rte_mbuf** out, uint16_t max) {

@@ -112,6 +112,11 @@ class Proxy {
   void input(rte_mbuf* m, const PacketMeta& meta);
   // Timers (TCP and idle), once per poll iteration after the bursts.
   void advance();
+  // An ICMP error (the worker's parse of `frame`) that may quote one of the stack's segments:
+  // "fragmentation needed" (RFC 1191) / "packet too big" (RFC 8201) lowers that connection's
+  // MSS (TcpStack::icmp_too_big checks the quoted sequence number). True when the quote is
+  // one of the stack's connections (the worker consumes the error).
+  bool icmp_error(const uint8_t* frame, uint32_t len, const PacketMeta& meta);
   // Frames waiting to be routed, oldest first; returns how many were moved to `out`.
   uint16_t take_output(rte_mbuf** out, uint16_t max);
   bool has_output() const { return out_head_ != out_tail_; }

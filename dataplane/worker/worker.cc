@@ -945,6 +945,9 @@ void Worker::stage_icmp_error(rte_mbuf** pkts, uint16_t n) {
       next_[i] = kNextRoute;
     } else if (target >= 0) {
       handoff(i, target, pkts[i]);
+    } else if (proxy_ && proxy_->icmp_error(rte_pktmbuf_mtod(pkts[i], const uint8_t*),
+                                            pkts[i]->data_len, m)) {
+      next_[i] = kNextConsumed;  // about a segment of the proxy's TCP stack
     } else if (is_local_like(m.dst) && !snap_->is_vip(m.dst) &&
                !snap_->is_fullnat_address(m.dst)) {
       next_[i] = kNextDrop;

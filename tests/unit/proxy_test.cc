@@ -138,6 +138,21 @@ struct Net {
   Peer peer{now};
   bool check_rss = false;
   uint64_t handoff_free_replies = 0;
+  // Frames the gateway sends to this address are kept here instead of delivered (a path that
+  // loses them); zero: deliver everything.
+  IpAddr blackhole;
+  std::vector<pkt::Bytes> captured;
+
+  void deliver(const std::vector<pkt::Bytes>& frames) {
+    for (const pkt::Bytes& f : frames) {
+      if (!blackhole.is_zero() && f.size() > 34 && dp::rd16(&f[12]) == dp::kEtherTypeIpv4 &&
+          IpAddr::v4_bytes(&f[30]) == blackhole) {
+        captured.push_back(f);
+        continue;
+      }
+      peer.ep.inject(f, now);
+    }
+  }
 
   Net(const std::string& cfg, HarnessOptions opt) : h(cfg, opt) {}
 
@@ -174,7 +189,7 @@ struct Net {
         }
       }
       const std::vector<pkt::Bytes> back = frames.empty() ? h.tick(now) : h.send(frames, now);
-      for (const pkt::Bytes& f : back) peer.ep.inject(f, now);
+      deliver(back);
       if (frames.empty() && back.empty() && peer.ep.out.empty()) return;
     }
     ADD_FAILURE() << "the network never settled";
@@ -184,7 +199,7 @@ struct Net {
     for (uint64_t t = 0; t < ms; t += 5) {
       now += 5'000'000;
       peer.st().advance(now);
-      for (const pkt::Bytes& f : h.tick(now)) peer.ep.inject(f, now);
+      deliver(h.tick(now));
       settle();
     }
   }
@@ -199,7 +214,7 @@ struct Net {
   const dp::ProxyStats& stats(uint16_t w = 0) {
     // Counters are published once per millisecond of the worker's clock.
     now += 1'000'000;
-    for (const pkt::Bytes& f : h.tick(now)) peer.ep.inject(f, now);
+    deliver(h.tick(now));
     return h.worker(w).proxy()->stats();
   }
 };
@@ -369,6 +384,46 @@ TEST(Proxy, TwoWorkersPickBackendPortsWhoseRepliesHashToThem) {
   EXPECT_EQ(accepted, 16u);
   EXPECT_GT(n.stats(0).proxy[dp::kPxAccepted], 0u) << "RSS spread the clients";
   EXPECT_GT(n.stats(1).proxy[dp::kPxAccepted], 0u);
+}
+
+TEST(Proxy, PacketTooBigLowersTheMssOfTheConnectionItQuotes) {
+  Net n(config(""), HarnessOptions{});
+  const TcpConnId c = n.connect(80);
+  ASSERT_EQ(n.peer.accepted.size(), 1u);
+  const TcpConnId b = n.peer.accepted[0];
+  const std::string down = pattern(40'000, 5);
+  n.blackhole = kClient;  // full-size segments toward the client vanish on the way
+  n.peer.conns[b].tx = down;
+  n.settle();
+  ASSERT_FALSE(n.captured.empty());
+  const pkt::Bytes seg = n.captured.front();
+  ASSERT_EQ(seg.size(), 14u + 1500u) << "full-size segments first";
+  n.captured.clear();
+  // The router toward the client: fragmentation needed, next-hop MTU 1200 (RFC 1191).
+  const pkt::EthHdr eth{MacAddr{{2, 0, 0, 0, 0, 1}}, MacAddr{{2, 0, 0, 0, 0, 0xfe}}};
+  pkt::IpHdr ip;
+  ip.src = *IpAddr::parse("198.51.100.254");
+  ip.dst = kVip;
+  const pkt::Bytes err = pkt::build_icmp_error(
+      eth, ip, dp::kIcmpDestUnreach, 4, std::span<const uint8_t>(seg.data() + 14, seg.size() - 14),
+      1200);
+  n.deliver(n.h.send(err, n.now));
+  n.settle();
+  ASSERT_FALSE(n.captured.empty()) << "what was in flight is sent again at once";
+  for (const pkt::Bytes& f : n.captured) EXPECT_LE(dp::rd16(&f[16]), 1200u) << "IP total length";
+  const dp::ProxyStats& s = n.stats();
+  EXPECT_EQ(s.tcp[dp::tcp::kPmtuUpdates], 1u);
+  EXPECT_EQ(n.h.drops(dp::Drop::kIcmpErrorNoFlow), 0u);
+  // The path heals: everything arrives, in smaller segments.
+  n.blackhole = IpAddr{};
+  for (int i = 0; i < 200 && n.peer.conns[c].rx.size() < down.size(); ++i) n.pass_ms(20);
+  EXPECT_TRUE(n.peer.conns[c].rx == down);
+  // An error quoting a connection the stack does not have is not taken.
+  pkt::Bytes stray(seg.begin() + 14, seg.end());
+  stray[20 + 3] ^= 1;  // the quoted destination port: another client connection
+  n.h.send(pkt::build_icmp_error(eth, ip, dp::kIcmpDestUnreach, 4, stray, 1200), n.now);
+  EXPECT_EQ(n.stats().tcp[dp::tcp::kPmtuUpdates], 1u);
+  EXPECT_EQ(n.h.drops(dp::Drop::kIcmpErrorNoFlow), 1u) << "dropped as before the proxy";
 }
 
 TEST(ProxyProtocol, V2HeaderForIpv6) {
