@@ -65,8 +65,8 @@ enum class ProxyProtocol : uint8_t { kNone, kV2 };
 // Envoy's TCP proxy idle_timeout default: long enough for idle database and gRPC connections.
 inline constexpr uint32_t kDefaultProxyIdleTimeoutS = 3600;
 // TCBs per worker (client and backend sides, TIME-WAIT included), 976 bytes each: 16 MiB.
-// Every closed session leaves one TIME-WAIT TCB for time_wait_s, so this also bounds the
-// sustained connection rate per worker to about max_connections / time_wait_s.
+// Every closed session leaves one TIME-WAIT TCB for time_wait_s; a full table frees the
+// oldest TIME-WAIT early rather than refuse a client.
 inline constexpr uint32_t kDefaultProxyMaxConnections = 16384;
 // Send and receive buffer of each connection: a 2 Gbit/s x 1 ms data-center BDP (docs/TCP.md).
 inline constexpr uint32_t kDefaultProxyBufferBytes = 256 * 1024;
