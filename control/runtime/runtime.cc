@@ -122,7 +122,8 @@ dp::ProxyParams proxy_params(const Config& cfg) {
   // Static proxy VIPs are known; mesh services may add any number later.
   size_t vips = 0;
   for (const auto& s : cfg.services) vips += s.mode == ForwardMode::kProxy;
-  const bool mesh_proxy = cfg.mesh.source != MeshSource::kNone && cfg.mesh.mode == ForwardMode::kProxy;
+  const bool mesh_proxy =
+      cfg.mesh.source != MeshSource::kNone && cfg.mesh.mode == ForwardMode::kProxy;
   t.max_listeners = uint32_t(std::max<size_t>(mesh_proxy ? 1024 : 64, 2 * vips));
   // RFC 6528 ISNs and SYN cookies: a secret nobody outside the process knows, shared by the
   // workers (a cookie is checked by whichever worker gets the ACK).
@@ -175,7 +176,8 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
     proxy_cfg = proxy_params(cfg);
     // Buffered TCP data is received mbufs (one per segment, >= 1 KiB of payload each when the
     // budget is what limits), plus the frames the stacks emit between two drains.
-    mbufs += uint64_t(workers) * ((uint64_t(cfg.proxy.memory_mb) << 20) / 1024 + dp::kProxyOutQueue);
+    mbufs += uint64_t(workers) *
+             ((uint64_t(cfg.proxy.memory_mb) << 20) / 1024 + dp::kProxyOutQueue);
   }
   // net_pcap with infinite_rx copies its whole file into the RX pool at start: make room.
   for (const auto& st : setups) {

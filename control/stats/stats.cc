@@ -46,8 +46,12 @@ ProxyTotals proxy_totals(const std::vector<const dp::Worker*>& workers) {
     if (p == nullptr) continue;
     t.any = true;
     const dp::ProxyStats& s = p->stats();
-    for (uint32_t i = 0; i < dp::kProxyCounterCount; ++i) t.sum.proxy[i] += dp::counter_read(s.proxy[i]);
-    for (uint32_t i = 0; i < dp::tcp::kTcpCounterCount; ++i) t.sum.tcp[i] += dp::counter_read(s.tcp[i]);
+    for (uint32_t i = 0; i < dp::kProxyCounterCount; ++i) {
+      t.sum.proxy[i] += dp::counter_read(s.proxy[i]);
+    }
+    for (uint32_t i = 0; i < dp::tcp::kTcpCounterCount; ++i) {
+      t.sum.tcp[i] += dp::counter_read(s.tcp[i]);
+    }
     t.sum.sessions_active += dp::counter_read(s.sessions_active);
     t.sum.tcp_connections += dp::counter_read(s.tcp_connections);
     t.sum.tcp_mem_bytes += dp::counter_read(s.tcp_mem_bytes);
@@ -140,11 +144,15 @@ nlohmann::json stats_json(const std::vector<const dp::Worker*>& workers,
   j["snapshot_version"] = snap ? snap->version : 0;
   if (const ProxyTotals pt = proxy_totals(workers); pt.any) {
     nlohmann::json pj = nlohmann::json::object();
-    for (uint32_t i = 0; i < dp::kProxyCounterCount; ++i) pj[dp::kProxyCounterNames[i]] = pt.sum.proxy[i];
+    for (uint32_t i = 0; i < dp::kProxyCounterCount; ++i) {
+      pj[dp::kProxyCounterNames[i]] = pt.sum.proxy[i];
+    }
     pj["sessions_active"] = pt.sum.sessions_active;
     j["proxy"] = pj;
     nlohmann::json tj = nlohmann::json::object();
-    for (uint32_t i = 0; i < dp::tcp::kTcpCounterCount; ++i) tj[dp::tcp::kTcpCounterNames[i]] = pt.sum.tcp[i];
+    for (uint32_t i = 0; i < dp::tcp::kTcpCounterCount; ++i) {
+      tj[dp::tcp::kTcpCounterNames[i]] = pt.sum.tcp[i];
+    }
     tj["connections"] = pt.sum.tcp_connections;
     tj["mem_bytes"] = pt.sum.tcp_mem_bytes;
     j["tcp"] = tj;

@@ -178,8 +178,9 @@ bool Proxy::accept(void* ctx, const TcpTuple& t, tcp::TcpEventFn* fn, void** use
     p->count(kPxRefusedDraining);
     return false;
   }
-  const SnapService* svc =
-      p->snap_ != nullptr ? p->snap_->find_service(t.local, htons(t.local_port), kProtoTcp) : nullptr;
+  const SnapService* svc = p->snap_ != nullptr
+                               ? p->snap_->find_service(t.local, htons(t.local_port), kProtoTcp)
+                               : nullptr;
   if (svc == nullptr || svc->mode != Mode::kProxy) {
     p->count(kPxRefusedNoService);
     return false;
