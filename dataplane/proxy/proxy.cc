@@ -17,6 +17,7 @@
 #include "dataplane/proxy/proxy_protocol.h"
 #include "dataplane/snapshot/snapshot.h"
 #include "dataplane/worker/counters.h"
+#include "dataplane/worker/flow_dump.h"
 
 namespace meshgate::dp {
 
@@ -320,8 +321,40 @@ void Proxy::start_session(TcpConnId c) {
     const uint32_t n = write_proxy_v2(hdr, t.remote, t.remote_port, t.local, t.local_port);
     if (stack_->send(b, hdr, n) == n) count(kPxProxyProtocolSent);
   }
-  s->last_active_ms = now_ms();
+  s->last_active_ms = s->created_ms = now_ms();
   if (p_.idle_timeout_ms != 0) idle_wheel_.schedule(&s->idle, now_ms() + p_.idle_timeout_ms);
+}
+
+bool Proxy::session_record(uint32_t i, FlowRecord* o) const {
+  const Session& s = sessions_[i];
+  tcp::TcpConnInfo c, b;
+  if (!s.used || !stack_->info(s.conn[kClient], &c) || !stack_->info(s.conn[kBackend], &b)) {
+    return false;
+  }
+  o->client = c.tuple.remote;
+  o->client_port = c.tuple.remote_port;
+  o->vip = c.tuple.local;
+  o->vip_port = c.tuple.local_port;
+  o->backend = b.tuple.remote;
+  o->backend_port = b.tuple.remote_port;
+  o->local = b.tuple.local;
+  o->local_port = b.tuple.local_port;
+  o->proto = kProtoTcp;
+  // In conntrack's terms: the backend handshake, both ways open, or a direction closed.
+  if (!s.connected[kBackend]) {
+    o->state = TcpState::kSynSent;
+  } else if (s.fin_in[kClient] || s.fin_in[kBackend]) {
+    o->state = s.fin_in[kClient] ? TcpState::kFinWait : TcpState::kCloseWait;
+  } else {
+    o->state = TcpState::kEstablished;
+  }
+  o->mode = Mode::kProxy;
+  o->stat_id = s.stat_id;
+  o->expires_in_ms = p_.idle_timeout_ms != 0
+                         ? int64_t(s.last_active_ms) + p_.idle_timeout_ms - int64_t(now_ms())
+                         : -1;
+  o->age_ms = now_ms() - s.created_ms;
+  return true;
 }
 
 void Proxy::on_client(void* user, TcpConnId, TcpEvent ev) {

@@ -39,6 +39,7 @@ namespace meshgate::dp {
 
 struct PacketMeta;
 struct Snapshot;
+struct FlowRecord;
 struct BackendCounters;
 class FlowTable;
 class RssPredictor;
@@ -128,6 +129,11 @@ class Proxy {
   bool tuple_in_use(const IpAddr& local, uint16_t local_port_be, const IpAddr& remote,
                     uint16_t remote_port_be) const;
 
+  // Flow dumps (GET /flows): session slot `i` (0..session_slots()) as a flow record of mode
+  // proxy; false when the slot is free. Worker thread (or after the worker stopped).
+  uint32_t session_slots() const { return p_.max_sessions; }
+  bool session_record(uint32_t i, FlowRecord* out) const;
+
   const ProxyStats& stats() const { return published_; }
   uint32_t sessions_active() const { return sessions_active_; }
   tcp::TcpStack& stack() { return *stack_; }
@@ -142,6 +148,7 @@ class Proxy {
     bool used = false;
     uint32_t stat_id = 0;
     uint32_t last_active_ms = 0;
+    uint32_t created_ms = 0;
     uint32_t next_free = 0;  // index + 1
     tcp::Timer idle;
     Proxy* proxy = nullptr;

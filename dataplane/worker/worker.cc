@@ -301,7 +301,15 @@ bool Worker::copy_flows(FlowDumpRequest* r, uint32_t budget) const {
     o.age_ms = now_ms - f->created_ms;
     o.worker = p_.index;
   }
-  return r->cursor >= cap || r->count >= r->max;
+  // Proxy sessions follow the flows: cursor cap + i is session slot i.
+  const uint32_t end = cap + (proxy_ ? proxy_->session_slots() : 0);
+  for (; r->cursor >= cap && r->cursor < end && budget && r->count < r->max;
+       ++r->cursor, --budget) {
+    if (proxy_->session_record(r->cursor - cap, &r->records[r->count])) {
+      r->records[r->count++].worker = p_.index;
+    }
+  }
+  return r->cursor >= end || r->count >= r->max;
 }
 
 void Worker::update_clock(rte_mbuf** pkts, uint16_t n) {

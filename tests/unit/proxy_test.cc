@@ -426,6 +426,35 @@ TEST(Proxy, PacketTooBigLowersTheMssOfTheConnectionItQuotes) {
   EXPECT_EQ(n.h.drops(dp::Drop::kIcmpErrorNoFlow), 1u) << "dropped as before the proxy";
 }
 
+TEST(Proxy, SessionsAppearInFlowDumps) {
+  Net n(config("idle_timeout_s = 30\n"), HarnessOptions{});
+  const TcpConnId c = n.connect(80);
+  ASSERT_EQ(n.peer.accepted.size(), 1u);
+  const TcpConnId b = n.peer.accepted[0];
+  n.pass_ms(1000);
+  std::vector<dp::FlowRecord> recs(8);
+  dp::FlowDumpRequest req;
+  req.records = recs.data();
+  req.max = 8;
+  ASSERT_TRUE(n.h.worker().post_flow_dump(&req));
+  n.pass_ms(5);
+  ASSERT_TRUE(req.done.load());
+  ASSERT_EQ(req.count, 1u) << "one session, no conntrack flow";
+  const dp::FlowRecord& r = recs[0];
+  EXPECT_EQ(r.mode, dp::Mode::kProxy);
+  EXPECT_EQ(r.client, kClient);
+  EXPECT_EQ(r.client_port, n.peer.conns[c].tuple.local_port);
+  EXPECT_EQ(r.vip, kVip);
+  EXPECT_EQ(r.vip_port, 80);
+  EXPECT_EQ(r.backend, n.peer.conns[b].tuple.local);
+  EXPECT_EQ(r.backend_port, 8080);
+  EXPECT_EQ(r.local, kLocal);
+  EXPECT_EQ(r.local_port, n.peer.conns[b].tuple.remote_port) << "the port the backend saw";
+  EXPECT_EQ(r.state, dp::TcpState::kEstablished);
+  EXPECT_NEAR(double(r.age_ms), 1005, 10);
+  EXPECT_NEAR(double(r.expires_in_ms), 30000 - 1005, 10);
+}
+
 TEST(ProxyProtocol, V2HeaderForIpv6) {
   uint8_t b[dp::kProxyV2MaxLen];
   const uint32_t len = dp::write_proxy_v2(b, *IpAddr::parse("2001:db8:2::2"), 40000,
