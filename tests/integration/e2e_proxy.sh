@@ -178,8 +178,23 @@ C timeout 20 $PY "$PEERS" halfclose 203.0.113.21 7200 || fail "proxy-v2 service"
 grep -E "^7200 198\.51\.100\.2:[0-9]+ proxy 192\.0\.2\.2:[0-9]+ 203\.0\.113\.21:7200$" \
   "$TMP/peer2.events" || fail "no PROXY v2 header with the client's address"
 
-note "idle timeout (idle_timeout_s = 3)"
-out=$(C timeout 20 $PY "$PEERS" idle 203.0.113.21 7000 3) || fail "idle: $out"
+note "idle timeout (idle_timeout_s = 3); the open session in /flows meanwhile"
+C timeout 20 $PY "$PEERS" idle 203.0.113.21 7000 3 >"$TMP/idle.out" 2>&1 &
+IDLE=$!
+PIDS+=("$IDLE")
+sleep 1
+flows=$(curl -s "http://$MG_ADMIN/flows?limit=100")
+echo "$flows" | python3 -c '
+import json, sys
+f = [x for x in json.load(sys.stdin)["flows"] if x["mode"] == "proxy" and x["vip"] == "203.0.113.21:7000"]
+assert len(f) == 1, f
+x = f[0]
+assert x["client"].startswith("192.0.2.2:") and x["local"].startswith("198.51.100.2:"), x
+assert x["state"] == "ESTABLISHED" and 0 < x["expires_in_ms"] <= 3000, x
+print("flows:", x["client"], "->", x["vip"], "via", x["local"], "->", x["backend"], x["state"])
+' || fail "the open session is not in /flows: $flows"
+wait "$IDLE" || fail "idle: $(cat "$TMP/idle.out")"
+out=$(cat "$TMP/idle.out")
 echo "$out"
 python3 -c "import sys; w=float('$out'.split()[2]); sys.exit(0 if 2.5 <= w <= 6 else 1)" \
   || fail "idle close after the wrong time"
