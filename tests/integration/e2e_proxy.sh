@@ -179,7 +179,7 @@ grep -E "^7200 198\.51\.100\.2:[0-9]+ proxy 192\.0\.2\.2:[0-9]+ 203\.0\.113\.21:
   "$TMP/peer2.events" || fail "no PROXY v2 header with the client's address"
 
 note "idle timeout (idle_timeout_s = 3); the open session in /flows meanwhile"
-C timeout 20 $PY "$PEERS" idle 203.0.113.21 7000 3 >"$TMP/idle.out" 2>&1 &
+ip netns exec "$CLI" timeout 20 $PY "$PEERS" idle 203.0.113.21 7000 3 >"$TMP/idle.out" 2>&1 &
 IDLE=$!
 PIDS+=("$IDLE")
 sleep 1

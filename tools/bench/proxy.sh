@@ -53,6 +53,8 @@ cleanup() {
 }
 trap cleanup EXIT
 off() { ip netns exec "$1" ethtool -K "$2" tx off rx off tso off gso off gro off >/dev/null 2>&1 || true; }
+# Foreground commands only: a background `X ... &` would be a subshell, and killing it would
+# leave the command running (background ones use `ip netns exec`, which execs the command).
 X() { ip netns exec "$@"; }
 
 for n in "$CLI" "$SW" "$BE" "$KP"; do ip netns add "$n"; NETNS+=("$n"); X "$n" ip link set lo up; done
@@ -114,7 +116,7 @@ http {
   server { listen 198.51.100.11:8080 backlog=8192; root $TMP/www; }
 }
 EOF
-X "$BE" taskset -c 0 nginx -p "$TMP/nginx" -c "$TMP/nginx.conf" -e stderr >"$TMP/nginx.log" 2>&1 &
+ip netns exec "$BE" taskset -c 0 nginx -p "$TMP/nginx" -c "$TMP/nginx.conf" -e stderr >"$TMP/nginx.log" 2>&1 &
 PIDS+=($!)
 cat >"$TMP/haproxy.cfg" <<EOF
 global
@@ -131,7 +133,7 @@ frontend f
 backend b
   server s1 198.51.100.11:8080
 EOF
-X "$KP" taskset -c 1 haproxy -db -f "$TMP/haproxy.cfg" >"$TMP/haproxy.log" 2>&1 &
+ip netns exec "$KP" taskset -c 1 haproxy -db -f "$TMP/haproxy.cfg" >"$TMP/haproxy.log" 2>&1 &
 PIDS+=($!)
 cat >"$TMP/gw.toml" <<EOF
 [gateway]
