@@ -14,6 +14,8 @@ packages=(
   # tests and benchmarks
   libgtest-dev libgmock-dev googletest libbenchmark-dev tshark iproute2 ethtool
   python3 curl openssl nghttp2-client nginx-light iputils-ping procps
+  # proxy-mode benchmark baseline (tools/bench/proxy.sh): the kernel-socket proxy
+  haproxy
   # HBONE interop peers: nghttpx (terminator for our originator), python h2 (client for our
   # terminator)
   nghttp2-proxy python3-h2

@@ -67,6 +67,17 @@ constexpr IntSpec kTableSizeSpec{0, kMaxTableSize, "0 (automatic) or a prime 7..
 constexpr IntSpec kMaxFlowsSpec{1024, 67108864};
 // Seconds; one week bounds how long a forgotten flow can pin a table slot.
 constexpr IntSpec kTimeoutSpec{1, 604800};
+// [proxy]. Idle timeout: 0 (none) up to a week, like the conntrack timeouts.
+constexpr IntSpec kProxyIdleSpec{0, 604800};
+// TCBs per worker: below 64 a worker cannot hold a handful of sessions and their TIME-WAITs;
+// 2^22 TCBs are 4 GiB.
+constexpr IntSpec kProxyConnectionsSpec{64, 4194304};
+// Below 16 KiB a window holds a few segments; above 64 MiB is beyond RFC 7323's largest
+// useful window for any data-center path.
+constexpr IntSpec kProxyBufferSpec{16384, 67108864};
+constexpr IntSpec kProxyMemorySpec{1, 1048576};
+// RFC 9293 §3.8.1: 2 MSL of 2 minutes at most; at least 1 s.
+constexpr IntSpec kProxyTimeWaitSpec{1, 240};
 
 template <typename E>
 struct EnumName {
@@ -84,6 +95,8 @@ constexpr EnumName<BackendRemoval> kBackendRemovals[] = {{"keep", BackendRemoval
                                                          {"reset", BackendRemoval::kReset}};
 constexpr EnumName<IcmpEcho> kIcmpEchoes[] = {{"answer", IcmpEcho::kAnswer},
                                               {"forward", IcmpEcho::kForward}};
+constexpr EnumName<ProxyProtocol> kProxyProtocols[] = {{"none", ProxyProtocol::kNone},
+                                                      {"v2", ProxyProtocol::kV2}};
 constexpr EnumName<MeshSource> kMeshSources[] = {
     {"none", MeshSource::kNone}, {"file", MeshSource::kFile}, {"xds", MeshSource::kXds}};
 
@@ -92,7 +105,8 @@ using Keys = std::span<const std::string_view>;
 // The valid keys at each place. Tables are listed with plain keys: TOML does not tell them apart
 // by name, and a suggestion must be able to cross the two (`[[services]]` -> `service`).
 constexpr std::string_view kRootKeys[] = {"gateway", "port",      "route", "neighbor", "service",
-                                          "fullnat", "conntrack", "mesh",  "hbone",    "admin"};
+                                          "fullnat", "proxy",     "conntrack", "mesh", "hbone",
+                                          "admin"};
 constexpr std::string_view kGatewayKeys[] = {"workers", "locality", "drain_timeout_ms"};
 constexpr std::string_view kPortKeys[] = {"name",           "device",         "addresses", "mac",
                                           "rx_descriptors", "tx_descriptors", "mtu"};
@@ -101,9 +115,11 @@ constexpr std::string_view kNeighborKeys[] = {"address", "mac", "port"};
 constexpr std::string_view kServiceKeys[] = {"name",     "vip",        "port",
                                              "protocol", "mode",       "table_size",
                                              "backend",  "gue_port",   "on_backend_removal",
-                                             "icmp_echo"};
+                                             "icmp_echo", "proxy_protocol"};
 constexpr std::string_view kBackendKeys[] = {"address", "port", "weight"};
 constexpr std::string_view kFullnatKeys[] = {"local_addresses"};
+constexpr std::string_view kProxyKeys[] = {"idle_timeout_s", "max_connections", "buffer_bytes",
+                                           "memory_mb", "time_wait_s"};
 constexpr std::string_view kConntrackKeys[] = {"max_flows", "tcp_syn",       "tcp_established",
                                                "tcp_fin",   "tcp_time_wait", "udp",
                                                "icmp"};
@@ -118,7 +134,8 @@ constexpr std::string_view kAdminKeys[] = {"listen"};
 // Single tables, for the hint when one of their keys is written at the top level (usually
 // because it was put above its [table] header).
 constexpr std::pair<std::string_view, Keys> kSingleTables[] = {
-    {"gateway", kGatewayKeys}, {"fullnat", kFullnatKeys}, {"conntrack", kConntrackKeys},
+    {"gateway", kGatewayKeys}, {"fullnat", kFullnatKeys}, {"proxy", kProxyKeys},
+    {"conntrack", kConntrackKeys},
     {"mesh", kMeshKeys},       {"hbone", kHboneKeys},     {"admin", kAdminKeys}};
 
 // ---- small text helpers ----
@@ -441,6 +458,7 @@ class Parser {
   BackendConfig parse_backend(const toml::table& t, const std::string& path);
   void parse_fullnat(const toml::table& t, FullnatConfig& f);
   void parse_conntrack(const toml::table& t, ConntrackConfig& c);
+  void parse_proxy(const toml::table& t, ProxyConfig& c);
   void parse_mesh(const toml::table& t, MeshConfig& m);
   void parse_hbone(const toml::table& t, HboneConfig& h);
   void parse_admin(const toml::table& t, AdminConfig& a);
@@ -581,6 +599,7 @@ Config Parser::parse(const toml::table& root) {
     c.services.push_back(parse_service(t, p));
   });
   if (const auto* t = single_table(root, "fullnat")) parse_fullnat(*t, c.fullnat);
+  if (const auto* t = single_table(root, "proxy")) parse_proxy(*t, c.proxy);
   if (const auto* t = single_table(root, "conntrack")) parse_conntrack(*t, c.conntrack);
   if (const auto* t = single_table(root, "mesh")) parse_mesh(*t, c.mesh);
   if (const auto* t = single_table(root, "hbone")) parse_hbone(*t, c.hbone);
@@ -654,6 +673,7 @@ ServiceConfig Parser::parse_service(const toml::table& t, const std::string& p) 
   read_int(t, p, "gue_port", kL4PortSpec, s.gue_port);
   read_enum(t, p, "on_backend_removal", kBackendRemovals, s.on_backend_removal);
   read_enum(t, p, "icmp_echo", kIcmpEchoes, s.icmp_echo);
+  read_enum(t, p, "proxy_protocol", kProxyProtocols, s.proxy_protocol);
   table_array(t, p, "backend", [&](const toml::table& bt, const std::string& bp) {
     s.backends.push_back(parse_backend(bt, bp));
   });
@@ -676,6 +696,17 @@ void Parser::parse_fullnat(const toml::table& t, FullnatConfig& f) {
   check_keys(t, p, kFullnatKeys);
   read_array(t, p, "local_addresses", "IPv4/IPv6 address strings", f.local_addresses,
              &Parser::ip_value);
+}
+
+void Parser::parse_proxy(const toml::table& t, ProxyConfig& c) {
+  const std::string p = "proxy";
+  c.pos = pos(t.source());
+  check_keys(t, p, kProxyKeys);
+  read_int(t, p, "idle_timeout_s", kProxyIdleSpec, c.idle_timeout_s);
+  read_int(t, p, "max_connections", kProxyConnectionsSpec, c.max_connections);
+  read_int(t, p, "buffer_bytes", kProxyBufferSpec, c.buffer_bytes);
+  read_int(t, p, "memory_mb", kProxyMemorySpec, c.memory_mb);
+  read_int(t, p, "time_wait_s", kProxyTimeWaitSpec, c.time_wait_s);
 }
 
 void Parser::parse_conntrack(const toml::table& t, ConntrackConfig& c) {
@@ -751,6 +782,7 @@ class Validator {
     check_neighbors();
     check_services();
     check_fullnat();
+    check_proxy();
     check_conntrack();
     check_mesh();
     check_hbone();
@@ -1057,6 +1089,16 @@ class Validator {
       check_backends(k, s, vip_ok);
       check_snat_mode(k + ".mode", s.mode, vip_ok ? std::optional<bool>(s.vip.is_v4())
                                                   : std::nullopt);
+      if (s.mode == ForwardMode::kProxy && s.protocol != L4Proto::kTcp && !bad(k + ".mode") &&
+          !bad(k + ".protocol")) {
+        error(k + ".protocol", "mode \"proxy\" carries TCP only, got protocol \"udp\"");
+      }
+      if (s.proxy_protocol != ProxyProtocol::kNone && s.mode != ForwardMode::kProxy &&
+          !bad(k + ".mode")) {
+        error(k + ".proxy_protocol", std::string("proxy_protocol applies to mode \"proxy\" "
+                                                 "only, the service's mode is ") +
+                                         quoted(forward_mode_name(s.mode)));
+      }
     }
   }
 
@@ -1139,6 +1181,21 @@ class Validator {
         error(k, "duplicate local address " + a.str() + " (first at " + where(at(it->second)) +
                      ")");
       }
+    }
+  }
+
+  void check_proxy() {
+    const ProxyConfig& px = c_.proxy;
+    check_range("proxy.idle_timeout_s", px.idle_timeout_s, kProxyIdleSpec);
+    check_range("proxy.max_connections", px.max_connections, kProxyConnectionsSpec);
+    check_range("proxy.buffer_bytes", px.buffer_bytes, kProxyBufferSpec);
+    check_range("proxy.memory_mb", px.memory_mb, kProxyMemorySpec);
+    check_range("proxy.time_wait_s", px.time_wait_s, kProxyTimeWaitSpec);
+    if (!bad("proxy.memory_mb") && !bad("proxy.buffer_bytes") &&
+        uint64_t(px.memory_mb) << 20 < 4ull * px.buffer_bytes) {
+      error("proxy.memory_mb", "expected room for at least one session's four buffers (4 x "
+                               "buffer_bytes = " + std::to_string(4ull * px.buffer_bytes) +
+                               " bytes), got " + std::to_string(px.memory_mb) + " MiB");
     }
   }
 
@@ -1271,6 +1328,7 @@ Positions struct_positions(const Config& c) {
     }
   }
   add("fullnat", c.fullnat.pos);
+  add("proxy", c.proxy.pos);
   add("conntrack", c.conntrack.pos);
   add("mesh", c.mesh.pos);
   add("hbone", c.hbone.pos);
@@ -1351,6 +1409,16 @@ ConfigErrors validate_config(const Config& config) {
   ConfigErrors out{Validator(config, positions, none).run()};
   sort_by_position(out.errors);
   return out;
+}
+
+}  // namespace meshgate::ctl
+
+namespace meshgate::ctl {
+
+bool uses_proxy(const Config& c) {
+  if (c.mesh.source != MeshSource::kNone && c.mesh.mode == ForwardMode::kProxy) return true;
+  return std::any_of(c.services.begin(), c.services.end(),
+                     [](const ServiceConfig& s) { return s.mode == ForwardMode::kProxy; });
 }
 
 }  // namespace meshgate::ctl

@@ -56,7 +56,29 @@ inline constexpr uint32_t kDefaultDrainTimeoutMs = 5000;
 inline constexpr uint32_t kMaxDrainTimeoutMs = 600000;  // 10 min: beyond it, use SIGINT
 
 enum class ForwardMode : uint8_t { kDnat, kFullnat, kDsrIpip, kDsrGue, kProxy };
+
+// mode = "proxy": what goes first on the connection to the backend. v2 is the binary PROXY
+// protocol header (HAProxy's spec, section 2.2) with the client's address and the VIP.
+enum class ProxyProtocol : uint8_t { kNone, kV2 };
+
+// [proxy]: the userspace L4 proxy of mode = "proxy", per worker.
+// Envoy's TCP proxy idle_timeout default: long enough for idle database and gRPC connections.
+inline constexpr uint32_t kDefaultProxyIdleTimeoutS = 3600;
+// TCBs per worker (client and backend sides, TIME-WAIT included), 976 bytes each: 16 MiB.
+// Every closed session leaves one TIME-WAIT TCB for time_wait_s; a full table frees the
+// oldest TIME-WAIT early rather than refuse a client.
+inline constexpr uint32_t kDefaultProxyMaxConnections = 16384;
+// Send and receive buffer of each connection: a 2 Gbit/s x 1 ms data-center BDP (docs/TCP.md).
+inline constexpr uint32_t kDefaultProxyBufferBytes = 256 * 1024;
+// All buffers of one worker: 64 connections with both buffers of both sides full; beyond it
+// windows shrink (a slow consumer closes its writer's window, nothing is buffered unbounded).
+inline constexpr uint32_t kDefaultProxyMemoryMb = 64;
+// Linux's TIME-WAIT length (docs/TCP.md explains why not 2 x 2 minutes).
+inline constexpr uint32_t kDefaultProxyTimeWaitS = 60;
 const char* forward_mode_name(ForwardMode m);
+// True when some service (or the mesh's mode) uses mode = "proxy".
+struct Config;
+bool uses_proxy(const Config& c);
 
 // What happens to the flows of a backend that leaves the service: they keep going until they
 // end (kube-proxy / IPVS default), or the next packet of each is dropped and the flow removed,
@@ -131,12 +153,22 @@ struct ServiceConfig {
   BackendRemoval on_backend_removal = BackendRemoval::kKeep;
   uint16_t gue_port = kDefaultGuePort;  // dsr-gue: outer UDP destination port
   IcmpEcho icmp_echo = IcmpEcho::kAnswer;
+  ProxyProtocol proxy_protocol = ProxyProtocol::kNone;  // proxy: header toward backends
   std::vector<BackendConfig> backends;
   SourcePos pos;
 };
 
 struct FullnatConfig {
   std::vector<IpAddr> local_addresses;
+  SourcePos pos;
+};
+
+struct ProxyConfig {
+  uint32_t idle_timeout_s = kDefaultProxyIdleTimeoutS;  // seconds without data; 0 = none
+  uint32_t max_connections = kDefaultProxyMaxConnections;  // per worker
+  uint32_t buffer_bytes = kDefaultProxyBufferBytes;  // per connection and direction
+  uint32_t memory_mb = kDefaultProxyMemoryMb;        // MiB of buffers per worker
+  uint32_t time_wait_s = kDefaultProxyTimeWaitS;     // seconds
   SourcePos pos;
 };
 
@@ -201,6 +233,7 @@ struct Config {
   std::vector<NeighborConfig> neighbors;
   std::vector<ServiceConfig> services;
   FullnatConfig fullnat;
+  ProxyConfig proxy;
   ConntrackConfig conntrack;
   MeshConfig mesh;
   HboneConfig hbone;

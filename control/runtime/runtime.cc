@@ -14,6 +14,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <sys/random.h>
+
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <fstream>
@@ -36,6 +39,7 @@
 #include "control/stats/stats.h"
 #include "dataplane/l2/neighbor.h"
 #include "dataplane/nat/rss.h"
+#include "dataplane/proxy/proxy.h"
 #include "dataplane/worker/worker.h"
 
 namespace meshgate::ctl {
@@ -100,22 +104,40 @@ int worker_main(void* arg) { return static_cast<dp::Worker*>(arg)->run(); }
 }  // namespace
 
 ConfigErrors check_supported(const Config& cfg) {
-  ConfigErrors errs;
-  for (size_t i = 0; i < cfg.services.size(); ++i) {
-    const ServiceConfig& s = cfg.services[i];
-    if (s.mode == ForwardMode::kProxy) {
-      errs.errors.push_back({s.pos, "service[" + std::to_string(i) + "].mode",
-                             std::string("mode '") + forward_mode_name(s.mode) +
-                                 "' is not available in this build yet (supported: dnat, "
-                                 "fullnat, dsr-ipip, dsr-gue)"});
-    }
+  // Every mode of the config is available in this build.
+  (void)cfg;
+  return ConfigErrors{};
+}
+
+dp::ProxyParams proxy_params(const Config& cfg) {
+  dp::ProxyParams pp;
+  dp::tcp::TcpConfig& t = pp.tcp;
+  t.max_connections = cfg.proxy.max_connections;
+  t.snd_buf_bytes = t.rcv_buf_bytes = cfg.proxy.buffer_bytes;
+  t.reass.max_bytes = cfg.proxy.buffer_bytes;
+  t.worker_mem_bytes = uint64_t(cfg.proxy.memory_mb) << 20;
+  t.time_wait_ms = cfg.proxy.time_wait_s * 1000;
+  uint32_t mtu = 65535;
+  for (const auto& p : cfg.ports) mtu = std::min<uint32_t>(mtu, p.mtu);
+  t.mss = uint16_t(mtu - 40);      // IPv4 + TCP headers
+  t.mss_v6 = uint16_t(mtu - 60);   // IPv6 + TCP headers
+  // Static proxy VIPs are known; mesh services may add any number later.
+  size_t vips = 0;
+  for (const auto& s : cfg.services) vips += s.mode == ForwardMode::kProxy;
+  const bool mesh_proxy =
+      cfg.mesh.source != MeshSource::kNone && cfg.mesh.mode == ForwardMode::kProxy;
+  t.max_listeners = uint32_t(std::max<size_t>(mesh_proxy ? 1024 : 64, 2 * vips));
+  // RFC 6528 ISNs and SYN cookies: a secret nobody outside the process knows, shared by the
+  // workers (a cookie is checked by whichever worker gets the ACK).
+  uint64_t key[2] = {0, 0};
+  if (getrandom(key, sizeof key, 0) != ssize_t(sizeof key)) {
+    key[0] = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+    key[1] = uint64_t(getpid()) * 0x9e3779b97f4a7c15ull;
   }
-  if (cfg.mesh.source != MeshSource::kNone && cfg.mesh.mode == ForwardMode::kProxy) {
-    errs.errors.push_back({cfg.mesh.pos, "mesh.mode",
-                           std::string("mode '") + forward_mode_name(cfg.mesh.mode) +
-                               "' is not available in this build yet (supported: dnat, fullnat)"});
-  }
-  return errs;
+  t.secret = dp::tcp::SipKey{key[0], key[1]};
+  pp.idle_timeout_ms = cfg.proxy.idle_timeout_s * 1000;
+  pp.max_sessions = std::max<uint32_t>(1, cfg.proxy.max_connections / 2);
+  return pp;
 }
 
 int run_gateway(const Config& cfg, const RunOptions& opt) {
@@ -150,6 +172,15 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
   uint64_t mbufs = 0;
   for (const auto& p : cfg.ports) mbufs += uint64_t(workers) * (p.rx_descriptors + p.tx_descriptors);
   mbufs += uint64_t(workers) * (4 * dp::kBurst + dp::PendingQueue::kCapacity + kMbufCache) + 4096;
+  const bool proxy = uses_proxy(cfg);
+  dp::ProxyParams proxy_cfg;
+  if (proxy) {
+    proxy_cfg = proxy_params(cfg);
+    // Buffered TCP data is received mbufs (one per segment, >= 1 KiB of payload each when the
+    // budget is what limits), plus the frames the stacks emit between two drains.
+    mbufs += uint64_t(workers) *
+             ((uint64_t(cfg.proxy.memory_mb) << 20) / 1024 + dp::kProxyOutQueue);
+  }
   // net_pcap with infinite_rx copies its whole file into the RX pool at start: make room.
   for (const auto& st : setups) {
     const std::string& d = st.device;
@@ -450,6 +481,7 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
       wp.replay_packets = replay_packets;
       wp.timestamp_offset = ts_bit >= 0 ? ts_offset : -1;
       wp.timestamp_flag = ts_bit >= 0 ? (1ull << ts_bit) : 0;
+      wp.proxy = proxy ? &proxy_cfg : nullptr;
       if (!s.to_control || !s.from_control || !s.worker || !s.worker->init(wp)) {
         log(LogLevel::kError, "worker_init_failed", "worker=%u error=\"out of DPDK memory\"", w);
         ok = false;
@@ -465,6 +497,37 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
     if (replay) log(LogLevel::kInfo, "replay_start", "packets=%lu", (unsigned long)replay_packets);
     for (auto& s : slots) rte_eal_remote_launch(worker_main, s.worker, s.lcore);
     log(LogLevel::kInfo, "workers_started", "workers=%u", workers);
+    if (admin && proxy) {
+      // meshgate_tcp_* (dataplane/tcp/tcp_counters.def) and meshgate_proxy_*
+      // (dataplane/proxy/proxy_counters.def), summed over workers.
+      admin->add_metrics_source([&views](PromWriter& w) {
+        static constexpr const char* kTcpHelp[] = {
+#define MG_TCP_COUNTER(e, name, desc) desc,
+#include "dataplane/tcp/tcp_counters.def"
+#undef MG_TCP_COUNTER
+        };
+        const ProxyTotals pt = proxy_totals(views);
+        for (uint32_t i = 0; i < dp::tcp::kTcpCounterCount; ++i) {
+          w.family(std::string("meshgate_tcp_") + dp::tcp::kTcpCounterNames[i] + "_total",
+                   MetricType::kCounter, kTcpHelp[i]);
+          w.sample(pt.sum.tcp[i]);
+        }
+        w.family("meshgate_tcp_connections", MetricType::kGauge,
+                 "TCP connections held by the proxies' stacks (TIME-WAIT and half-open included).");
+        w.sample(pt.sum.tcp_connections);
+        w.family("meshgate_tcp_buffer_bytes", MetricType::kGauge,
+                 "Bytes in the TCP send and receive buffers of the proxies' stacks.");
+        w.sample(pt.sum.tcp_mem_bytes);
+        for (uint32_t i = 0; i < dp::kProxyCounterCount; ++i) {
+          w.family(std::string("meshgate_proxy_") + dp::kProxyCounterNames[i] + "_total",
+                   MetricType::kCounter, dp::kProxyCounterHelp[i]);
+          w.sample(pt.sum.proxy[i]);
+        }
+        w.family("meshgate_proxy_sessions", MetricType::kGauge,
+                 "Proxy sessions open (client and backend connection pairs).");
+        w.sample(pt.sum.sessions_active);
+      });
+    }
     if (admin) {
       std::vector<dp::Worker*> running;
       for (auto& s : slots) running.push_back(s.worker);
@@ -506,7 +569,9 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
       }
       if (phase == Phase::kDraining) {
         const StatsTotals t = sum_counters(views);
-        if (t.flows_established == 0 || now >= drain_deadline) {
+        // Proxy sessions finish like established flows (new connections are refused).
+        const uint64_t sessions = proxy ? proxy_totals(views).sum.sessions_active : 0;
+        if ((t.flows_established == 0 && sessions == 0) || now >= drain_deadline) {
           log(LogLevel::kInfo, "drain_done",
               "reason=%s elapsed_ms=%lld established=%lu active=%lu refused=%lu",
               t.flows_established == 0 ? "no_established_flows" : "timeout",

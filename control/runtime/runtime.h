@@ -8,6 +8,7 @@
 
 #include "control/common/log.h"
 #include "control/config/config.h"
+#include "dataplane/proxy/proxy.h"
 
 namespace meshgate::ctl {
 
@@ -27,6 +28,10 @@ inline constexpr int kExitUsage = 2;
 
 // Checks what this build can run (modes, mesh sources); errors use the config's positions.
 ConfigErrors check_supported(const Config& cfg);
+
+// Each worker's proxy settings from [proxy] and the ports (the MSS follows the smallest MTU),
+// with a fresh random secret for ISNs and SYN cookies.
+dp::ProxyParams proxy_params(const Config& cfg);
 
 int run_gateway(const Config& cfg, const RunOptions& opt);
 

@@ -154,6 +154,7 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
     s.gue_port_be = htons(sc.gue_port);
     s.proto = uint8_t(sc.protocol);
     s.mode = to_dp(sc.mode);
+    s.proxy_protocol = sc.proxy_protocol == ProxyProtocol::kV2 ? 2 : 0;
     s.name = sc.name;
     s.hostname = sc.hostname;
     s.first_backend = uint32_t(snap->backends.size());

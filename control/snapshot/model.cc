@@ -16,6 +16,7 @@ std::vector<ServiceSpec> services_from_config(const Config& cfg) {
     s.on_backend_removal = sc.on_backend_removal;
     s.gue_port = sc.gue_port;
     s.icmp_echo = sc.icmp_echo;
+    s.proxy_protocol = sc.proxy_protocol;
     s.source = "config";
     for (const BackendConfig& b : sc.backends) {
       EndpointSpec e;

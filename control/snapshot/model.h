@@ -36,6 +36,7 @@ struct ServiceSpec {
   BackendRemoval on_backend_removal = BackendRemoval::kKeep;
   uint16_t gue_port = kDefaultGuePort;
   IcmpEcho icmp_echo = IcmpEcho::kAnswer;
+  ProxyProtocol proxy_protocol = ProxyProtocol::kNone;
   std::vector<EndpointSpec> endpoints;
   std::string source;  // "config", "mesh"
   std::string hostname;  // mesh services: the FQDN (HBONE authorities name it); "" for static

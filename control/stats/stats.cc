@@ -39,6 +39,26 @@ dp::BackendCounters backend_totals(const std::vector<const dp::Worker*>& workers
   return backend_sum(workers, stat_id);
 }
 
+ProxyTotals proxy_totals(const std::vector<const dp::Worker*>& workers) {
+  ProxyTotals t;
+  for (const auto* w : workers) {
+    const dp::Proxy* p = w->proxy();
+    if (p == nullptr) continue;
+    t.any = true;
+    const dp::ProxyStats& s = p->stats();
+    for (uint32_t i = 0; i < dp::kProxyCounterCount; ++i) {
+      t.sum.proxy[i] += dp::counter_read(s.proxy[i]);
+    }
+    for (uint32_t i = 0; i < dp::tcp::kTcpCounterCount; ++i) {
+      t.sum.tcp[i] += dp::counter_read(s.tcp[i]);
+    }
+    t.sum.sessions_active += dp::counter_read(s.sessions_active);
+    t.sum.tcp_connections += dp::counter_read(s.tcp_connections);
+    t.sum.tcp_mem_bytes += dp::counter_read(s.tcp_mem_bytes);
+  }
+  return t;
+}
+
 StatsTotals sum_counters(const std::vector<const dp::Worker*>& workers) {
   std::vector<const dp::WorkerCounters*> counters;
   counters.reserve(workers.size());
@@ -122,6 +142,21 @@ nlohmann::json stats_json(const std::vector<const dp::Worker*>& workers,
   j["nd_solicits"] = t.nd_solicits;
   j["neighbors_learned"] = t.neighbors_learned;
   j["snapshot_version"] = snap ? snap->version : 0;
+  if (const ProxyTotals pt = proxy_totals(workers); pt.any) {
+    nlohmann::json pj = nlohmann::json::object();
+    for (uint32_t i = 0; i < dp::kProxyCounterCount; ++i) {
+      pj[dp::kProxyCounterNames[i]] = pt.sum.proxy[i];
+    }
+    pj["sessions_active"] = pt.sum.sessions_active;
+    j["proxy"] = pj;
+    nlohmann::json tj = nlohmann::json::object();
+    for (uint32_t i = 0; i < dp::tcp::kTcpCounterCount; ++i) {
+      tj[dp::tcp::kTcpCounterNames[i]] = pt.sum.tcp[i];
+    }
+    tj["connections"] = pt.sum.tcp_connections;
+    tj["mem_bytes"] = pt.sum.tcp_mem_bytes;
+    j["tcp"] = tj;
+  }
 
   nlohmann::json services = nlohmann::json::object();
   if (snap) {
@@ -221,6 +256,20 @@ std::string summary_text(const std::vector<const dp::Worker*>& workers,
         " rate-limited\n", t.icmp_errors_translated, t.icmp_errors_sent, t.icmp_rate_limited);
     add("  fragments         %12" PRIu64 " followed their first fragment\n",
         t.fragments_followed);
+  }
+  if (const ProxyTotals pt = proxy_totals(workers); pt.any) {
+    const auto& pc = pt.sum.proxy;
+    add("  proxy             %12" PRIu64 " accepted, %" PRIu64 " closed cleanly, %" PRIu64
+        " client resets, %" PRIu64 " backend resets, %" PRIu64 " refused by backends, %" PRIu64
+        " idle timeouts\n", pc[dp::kPxAccepted], pc[dp::kPxSessionsClosed], pc[dp::kPxClientResets],
+        pc[dp::kPxBackendResets], pc[dp::kPxBackendRefused], pc[dp::kPxIdleTimeouts]);
+    add("  proxy bytes       %12" PRIu64 " to backends, %" PRIu64 " to clients\n",
+        pc[dp::kPxBytesToBackend], pc[dp::kPxBytesToClient]);
+    add("  tcp               %12" PRIu64 " segments in, %" PRIu64 " out, %" PRIu64
+        " retransmitted, %" PRIu64 " SYN cookies sent, %" PRIu64 " validated\n",
+        pt.sum.tcp[dp::tcp::kSegsIn], pt.sum.tcp[dp::tcp::kSegsOut],
+        pt.sum.tcp[dp::tcp::kRetransSegs], pt.sum.tcp[dp::tcp::kSyncookiesSent],
+        pt.sum.tcp[dp::tcp::kSyncookiesValidated]);
   }
   add("  accounting        in + generated + handed in = out + consumed + drops + pending + "
       "handed out: %s\n",

@@ -8,6 +8,7 @@
 
 #include "control/snapshot/stat_registry.h"
 #include "dataplane/snapshot/snapshot.h"
+#include "dataplane/proxy/proxy.h"
 #include "dataplane/worker/worker.h"
 
 namespace meshgate::ctl {
@@ -34,6 +35,14 @@ struct StatsTotals {
 
 StatsTotals sum_counters(const std::vector<const dp::Worker*>& workers);
 StatsTotals sum_counters(const std::vector<const dp::WorkerCounters*>& counters);
+
+// The L4 proxies' counters (dataplane/proxy, dataplane/tcp) summed over workers; `any` is false
+// when no worker runs a proxy.
+struct ProxyTotals {
+  bool any = false;
+  dp::ProxyStats sum;
+};
+ProxyTotals proxy_totals(const std::vector<const dp::Worker*>& workers);
 
 // One backend's counters (stat id from the snapshot) summed over workers.
 dp::BackendCounters backend_totals(const std::vector<const dp::Worker*>& workers, uint32_t stat_id);

@@ -45,6 +45,7 @@ struct SnapService {
   uint8_t proto = 0;
   Mode mode = Mode::kDnat;
   uint16_t gue_port_be = 0;  // dsr-gue: outer UDP destination port
+  uint8_t proxy_protocol = 0;  // proxy: 2 = a PROXY protocol v2 header first to the backend
   uint32_t first_backend = 0;  // index into Snapshot::backends
   uint32_t n_backends = 0;
   const uint32_t* table = nullptr;  // Maglev lookup table (kept alive by Snapshot::lb_tables)

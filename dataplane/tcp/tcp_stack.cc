@@ -39,6 +39,7 @@ TcpStack::TcpStack(const TcpConfig& cfg, const TcpStackDeps& deps, uint64_t now_
   }
   free_head_ = 1;
   table_.init(cfg_.max_connections);
+  tw_fifo_ = std::make_unique<uint64_t[]>(cfg_.max_connections);
   listeners_.resize(cfg_.max_listeners);
   cookies_.set_secret(cfg_.secret);
   hash_seed_ = uint32_t(cfg_.secret.k0 ^ (cfg_.secret.k1 >> 7));
@@ -95,8 +96,23 @@ TcpState TcpStack::state_of(const TcpTuple& tp) const {
   return t == nullptr ? TcpState::kClosed : t->state;
 }
 
+bool TcpStack::recycle_time_wait() {
+  while (tw_head_ != tw_tail_) {
+    const uint64_t e = tw_fifo_[tw_head_++ % cfg_.max_connections];
+    Tcb* t = &tcbs_[uint32_t(e)];
+    if (t->gen != uint32_t(e >> 32) || t->state != TcpState::kTimeWait || t->app_owned ||
+        t->stack == nullptr) {
+      continue;  // left TIME-WAIT since, or the application still holds it
+    }
+    free_tcb(t);
+    count(kTimeWaitRecycled);
+    return true;
+  }
+  return false;
+}
+
 Tcb* TcpStack::alloc_tcb(const TcpTuple& tp) {
-  if (free_head_ == 0) {
+  if (free_head_ == 0 && !recycle_time_wait()) {
     count(kDropTableFull);
     return nullptr;
   }
@@ -232,6 +248,10 @@ void TcpStack::enter_time_wait(Tcb* t) {
   // RFC 9293 §3.10.7.4: TIME-WAIT lasts 2 MSL (kDefaultTimeWaitMs explains ours).
   t->rtx_kind = RtxKind::kTimeWait;
   deps_.wheel->schedule(&t->rtx_timer, now_ms() + cfg_.time_wait_ms);
+  // Oldest first for recycle_time_wait(); a full FIFO forgets its oldest entry.
+  if (tw_tail_ - tw_head_ == cfg_.max_connections) ++tw_head_;
+  tw_fifo_[tw_tail_++ % cfg_.max_connections] =
+      uint64_t(t->gen) << 32 | uint32_t(t - tcbs_.get());
   // Both directions are closed and acknowledged: for the application the connection is over.
   t->events |= kEvClosed;
 }
@@ -290,7 +310,7 @@ void TcpStack::unlisten(const IpAddr& local, uint16_t port) {
 TcpError TcpStack::connect(const IpAddr& local, const IpAddr& remote, uint16_t remote_port,
                            TcpPortOkFn port_ok, void* port_ctx, TcpEventFn fn, void* user,
                            TcpConnId* out) {
-  if (free_head_ == 0) {
+  if (free_head_ == 0 && !recycle_time_wait()) {
     count(kDropTableFull);
     return TcpError::kTableFull;
   }
@@ -551,6 +571,14 @@ void TcpStack::abort(TcpConnId c) {
   t->app_owned = false;
   t->events = 0;
   free_tcb(t);
+}
+
+TcpError TcpStack::set_user(TcpConnId c, TcpEventFn fn, void* user) {
+  Tcb* t = tcb_of(c);
+  if (t == nullptr) return TcpError::kStale;
+  t->fn = fn;
+  t->user = user;
+  return TcpError::kOk;
 }
 
 TcpError TcpStack::set_keepalive(TcpConnId c, bool on, uint32_t idle_ms, uint32_t interval_ms,

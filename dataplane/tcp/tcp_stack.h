@@ -115,6 +115,10 @@ class TcpStack {
   void close(TcpConnId c);
   // Releases the handle and resets the connection (RST to the peer if it was synchronized).
   void abort(TcpConnId c);
+  // Rebinds the connection's event function and user pointer (a listener's connection handed
+  // from its acceptor to the object that serves it, e.g. a proxy session). Takes effect for the
+  // next event, including later events of the dispatch in progress.
+  TcpError set_user(TcpConnId c, TcpEventFn fn, void* user);
   // RFC 9293 §3.8.4 keepalive with the given times (0 = the defaults).
   TcpError set_keepalive(TcpConnId c, bool on, uint32_t idle_ms = 0, uint32_t interval_ms = 0,
                          uint32_t probes = 0);
@@ -203,6 +207,9 @@ class TcpStack {
 
   // tcp_stack.cc
   Tcb* alloc_tcb(const TcpTuple& tp);
+  // The table is full: frees the oldest orphaned TIME-WAIT connection, if any (like Linux past
+  // tcp_max_tw_buckets, a new connection matters more than an old one's last ACK).
+  bool recycle_time_wait();
   void free_tcb(Tcb* t);
   void terminate(Tcb* t, uint8_t event);  // to CLOSED: events to the app, or free if orphaned
   void enter_time_wait(Tcb* t);
@@ -234,6 +241,10 @@ class TcpStack {
   uint32_t next_port_ = 0;
   uint32_t hash_seed_ = 0;
   bool mem_blocked_ = false;  // a send() was cut short by the worker budget
+  // Connections in the order they entered TIME-WAIT, as (generation << 32 | index): entries
+  // whose connection left TIME-WAIT since are skipped when popped. max_connections slots.
+  std::unique_ptr<uint64_t[]> tw_fifo_;
+  uint64_t tw_head_ = 0, tw_tail_ = 0;
   TcpCounters counters_;
 };
 

@@ -22,6 +22,7 @@
 #include "dataplane/nat/nat.h"
 #include "dataplane/packet/checksum.h"
 #include "dataplane/packet/wire.h"
+#include "dataplane/proxy/proxy.h"
 
 namespace meshgate::dp {
 namespace {
@@ -74,6 +75,7 @@ uint32_t mbuf_sum(const rte_mbuf* m, uint32_t off, uint32_t len) {
 }  // namespace
 
 Worker::~Worker() {
+  delete proxy_;  // first: its connections hold mbufs and backend counter slots
   flows_.destroy();
   rte_free(backend_counters_);
   rte_free(neighbors_);
@@ -103,6 +105,19 @@ bool Worker::init(const WorkerParams& p) {
   pending_ = new (pmem) PendingQueue();
   frags_ = new (fmem) FragTable();
   if (!flows_.init(p_.max_flows, p_.socket, p_.timeouts, p_.addrs)) return false;
+  if (p_.proxy) {
+    ProxyDeps d;
+    d.index = p_.index;
+    d.n_workers = p_.n_workers;
+    d.pool = p_.pool;
+    d.flows = &flows_;
+    d.backend_counters = backend_counters_;
+    d.rss = p_.rss;
+    d.flow_steered = p_.flow_steered;
+    proxy_ = new (std::nothrow) Proxy(*p_.proxy, d, now_ns_);
+    if (!proxy_) return false;
+    p_.proxy = nullptr;  // the control thread's copy is not needed (nor valid) later
+  }
   tsc_hz_ = rte_get_tsc_hz();
   tsc_start_ = rte_rdtsc();
   ns_per_tsc_q32_ = ns_per_tsc_q32(tsc_hz_);
@@ -154,6 +169,7 @@ uint32_t Worker::poll_once() {
   uint32_t total = 0;
   if (MG_LIKELY(snap_ != nullptr)) {
     counter_add(counters_.snapshot_version, snap_->version - counters_.snapshot_version);
+    if (proxy_) proxy_->begin(snap_, now_ns_, draining_.load(std::memory_order_relaxed));
     for (const auto& port : p_.ports) {
       rte_mbuf* pkts[kBurst];
       const uint16_t n = rte_eth_rx_burst(port.port_id, p_.index, pkts, kBurst);
@@ -171,6 +187,11 @@ uint32_t Worker::poll_once() {
     if (p_.neighbor_in) drain_neighbor_ring();
     if (dump_req_.load(std::memory_order_relaxed)) serve_flow_dump();
     flows_.advance(now_ms_of(now_ns_));
+    if (proxy_) {
+      proxy_->advance();
+      send_generated();
+      proxy_->publish(false);
+    }
     flush_tx();
   }
   sync_table_counters();
@@ -201,6 +222,7 @@ void Worker::finish() {
     pending_->erase(0);
   }
   counters_.pending_now = 0;
+  if (proxy_) proxy_->publish(true);
   // Packets other workers handed over after we stopped polling: they were counted out there.
   for (uint32_t w = 0; w < p_.n_workers; ++w) {
     if (!p_.handoff_from[w]) continue;
@@ -279,7 +301,15 @@ bool Worker::copy_flows(FlowDumpRequest* r, uint32_t budget) const {
     o.age_ms = now_ms - f->created_ms;
     o.worker = p_.index;
   }
-  return r->cursor >= cap || r->count >= r->max;
+  // Proxy sessions follow the flows: cursor cap + i is session slot i.
+  const uint32_t end = cap + (proxy_ ? proxy_->session_slots() : 0);
+  for (; r->cursor >= cap && r->cursor < end && budget && r->count < r->max;
+       ++r->cursor, --budget) {
+    if (proxy_->session_record(r->cursor - cap, &r->records[r->count])) {
+      r->records[r->count++].worker = p_.index;
+    }
+  }
+  return r->cursor >= end || r->count >= r->max;
 }
 
 void Worker::update_clock(rte_mbuf** pkts, uint16_t n) {
@@ -301,11 +331,13 @@ void Worker::process_burst(uint16_t in_port, rte_mbuf** pkts, uint16_t n) {
   // that creates its flow (a replayed capture) finds that flow.
   stage_flow(pkts, n);
   stage_lookup(pkts, n);
+  if (proxy_) stage_stack(pkts, n);
   stage_icmp_error(pkts, n);
   stage_local(pkts, n);
   stage_reply(pkts, n);
   stage_route(pkts, n);
   stage_dispatch(pkts, n);
+  if (proxy_) send_generated();
 }
 
 // ---- parse -------------------------------------------------------------------------------
@@ -572,6 +604,16 @@ void Worker::stage_flow(rte_mbuf** pkts, uint16_t n) {
       next_[i] = kNextMiss;
       continue;
     }
+    if (svc->mode == Mode::kProxy) {
+      // Terminated by the proxy's TCP stack: no conntrack entry.
+      if (proxy_ && m.l4_proto == kProtoTcp && !m.is_fragment()) {
+        next_[i] = kNextStack;
+      } else {
+        next_[i] = kNextDrop;
+        drop_[i] = m.is_fragment() ? Drop::kFragmentUnsupported : Drop::kL4Unsupported;
+      }
+      continue;
+    }
     if (m.ttl <= 1) {
       send_icmp_error(mb, m, i, m.l3 == L3::kIpv4 ? kIcmpTimeExceeded : kIcmp6TimeExceeded, 0,
                       0);
@@ -734,6 +776,11 @@ bool Worker::pick_fullnat(const IpAddr& backend, uint16_t backend_port_be, uint8
     const bool echo = proto == kProtoIcmp || proto == kProtoIcmp6;
     const Tuple reply{backend, local.address, echo ? port_be : backend_port_be, port_be, proto};
     if (flows_.reply_in_use(reply, FlowTable::hash(reply))) continue;
+    // The proxy's backend connections use the same local addresses.
+    if (proxy_ && proto == kProtoTcp &&
+        proxy_->tuple_in_use(local.address, port_be, backend, backend_port_be)) {
+      continue;
+    }
     to->local_id = local.id;
     to->local_port = port_be;
     if (echo) to->backend_port = port_be;
@@ -816,6 +863,11 @@ void Worker::stage_lookup(rte_mbuf** pkts, uint16_t n) {
                                                              m.l4_proto, visited_[i]);
       if (target >= 0) {
         handoff(i, target, pkts[i]);
+        continue;
+      }
+      if (proxy_ && m.l4_proto == kProtoTcp && snap_->is_fullnat_address(m.dst) &&
+          !m.is_fragment()) {
+        next_[i] = kNextStack;  // the backend side of a proxied connection (or a stray: RST)
         continue;
       }
       if (!is_echo_request(m) &&
@@ -901,6 +953,9 @@ void Worker::stage_icmp_error(rte_mbuf** pkts, uint16_t n) {
       next_[i] = kNextRoute;
     } else if (target >= 0) {
       handoff(i, target, pkts[i]);
+    } else if (proxy_ && proxy_->icmp_error(rte_pktmbuf_mtod(pkts[i], const uint8_t*),
+                                            pkts[i]->data_len, m)) {
+      next_[i] = kNextConsumed;  // about a segment of the proxy's TCP stack
     } else if (is_local_like(m.dst) && !snap_->is_vip(m.dst) &&
                !snap_->is_fullnat_address(m.dst)) {
       next_[i] = kNextDrop;
@@ -1260,6 +1315,46 @@ void Worker::drain_neighbor_ring() {
   }
 }
 
+// ---- proxy -------------------------------------------------------------------------------
+
+void Worker::stage_stack(rte_mbuf** pkts, uint16_t n) {
+  if (!next_mask(n, kNextStack, kNextStack)) return;  // the common burst has none
+  for (uint16_t i = 0; i < n; ++i) {
+    if (next_[i] == kNextStack) proxy_->input(pkts[i], meta_[i]);
+  }
+}
+
+void Worker::send_generated() {
+  // Between bursts: the per-burst scratch is free for the stack's frames.
+  rte_mbuf* pkts[kBurst];
+  while (proxy_->has_output()) {
+    const uint16_t n = proxy_->take_output(pkts, kBurst);
+    counter_add(counters_.generated, n);
+    for (uint16_t i = 0; i < n; ++i) {
+      rte_mbuf* mb = pkts[i];
+      flow_[i] = nullptr;
+      egress_[i] = Egress{};
+      extra_[i].m = nullptr;
+      visited_[i] = 0;
+      const bool v6 = rte_pktmbuf_mtod(mb, const uint8_t*)[0] >> 4 == 6;
+      auto* eth = reinterpret_cast<uint8_t*>(rte_pktmbuf_prepend(mb, kEthHdrLen));
+      if (!eth) {
+        next_[i] = kNextDrop;
+        drop_[i] = Drop::kNoHeadroom;
+        continue;
+      }
+      std::memset(eth, 0, 12);  // the route stage writes the addresses
+      wr16(eth + 12, v6 ? kEtherTypeIpv6 : kEtherTypeIpv4);
+      // Our own frame: parsed for the route stage's view of it (addresses, length, family).
+      const Drop d = parse_frame(eth, mb->data_len, mb->pkt_len, &meta_[i], false);
+      next_[i] = d == Drop::kNone ? kNextRoute : kNextDrop;
+      drop_[i] = d;
+    }
+    stage_route(pkts, n);
+    stage_dispatch(pkts, n);
+  }
+}
+
 // ---- dispatch ----------------------------------------------------------------------------
 
 void Worker::stage_dispatch(rte_mbuf** pkts, uint16_t n) {
@@ -1284,6 +1379,9 @@ void Worker::stage_dispatch(rte_mbuf** pkts, uint16_t n) {
       case kNextConsumed:
         counter_add(counters_.consumed, 1);
         rte_pktmbuf_free(pkts[i]);
+        break;
+      case kNextStack:
+        counter_add(counters_.consumed, 1);  // the stack took the mbuf in stage_stack()
         break;
       case kNextDrop:
         drop(pkts[i], drop_[i]);

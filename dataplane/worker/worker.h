@@ -11,6 +11,11 @@
 // (port % workers); DNAT replies go first to the worker software RSS predicts for the flow's
 // original tuple, then to each worker not yet visited (a bit mask travels with the mbuf).
 //
+// With proxy services (mode = "proxy") the worker also runs the L4 proxy and its TCP stack
+// (dataplane/proxy): stage_stack() hands it TCP segments to proxy VIPs and to [fullnat]
+// addresses that match no flow; the frames it emits go through the route stage as generated
+// packets (send_generated()); its timers run once per poll iteration.
+//
 // Threads: init() on the control thread before launch; run() / poll_once() on the worker lcore;
 // request_stop(), set_draining(), post_flow_dump(), counters() and done() from any thread.
 #pragma once
@@ -37,6 +42,9 @@ struct rte_ring;
 struct rte_rcu_qsbr;
 
 namespace meshgate::dp {
+
+class Proxy;
+struct ProxyParams;
 
 inline constexpr uint16_t kBurst = 32;
 inline constexpr uint32_t kMaxWorkers = 32;  // the handoff "visited" mask is 32 bits
@@ -84,6 +92,8 @@ struct WorkerParams {
   uint64_t replay_packets = 0;
   int timestamp_offset = -1;  // mbuf dynfield offset of the RX timestamp
   uint64_t timestamp_flag = 0;
+  // Non-null: run the L4 proxy (the worker copies it at init()).
+  const ProxyParams* proxy = nullptr;
 };
 
 class Worker {
@@ -119,6 +129,8 @@ class Worker {
   const WorkerCounters& counters() const { return counters_; }
   const BackendCounters* backend_counters() const { return backend_counters_; }
   const FlowTable& flows() const { return flows_; }
+  // The L4 proxy, or nullptr without proxy services. Its stats() may be read by any thread.
+  const Proxy* proxy() const { return proxy_; }
   uint64_t now_ns() const { return now_ns_; }
   // Seconds run() has been polling (until now, or until it returned).
   double run_seconds() const;
@@ -145,6 +157,7 @@ class Worker {
     kNextPending,   // waiting for a neighbor
     kNextHandoff,   // to the worker in out_[i]
     kNextConsumed,  // terminated here, nothing to send
+    kNextStack,     // TCP segment for the proxy's TCP stack (which takes the mbuf)
   };
   static constexpr uint16_t kFromHandoff = 0xffff;  // in_port of packets from another worker
 
@@ -173,6 +186,9 @@ class Worker {
   void stage_reply(rte_mbuf** pkts, uint16_t n);
   void stage_route(rte_mbuf** pkts, uint16_t n);
   void stage_dispatch(rte_mbuf** pkts, uint16_t n);
+  // Proxy: segments to the TCP stack; the frames it emitted through route and dispatch.
+  void stage_stack(rte_mbuf** pkts, uint16_t n);
+  void send_generated();
 
   // Packets of the burst whose next step is `a` or `b`, as a bit mask (bit i = packet i): lets
   // a stage that the common burst does not need cost a compare instead of a pass.
@@ -266,6 +282,7 @@ class Worker {
   BackendCounters* backend_counters_ = nullptr;
   FlowTable flows_;
   FragTable* frags_ = nullptr;
+  Proxy* proxy_ = nullptr;
   NeighborCache* neighbors_ = nullptr;
   PendingQueue* pending_ = nullptr;
   TxBuffer tx_[kMaxPorts];

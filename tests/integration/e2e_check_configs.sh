@@ -60,17 +60,22 @@ vip = \"203.0.113.10\"
 port = 80
   [[service.backend]]
   address = \"198.51.100.11\""
-check unsupported_mode "unsupported_mode.toml:[0-9]+:[0-9]+: service\[0\].mode: .*not available" "$base
-[fullnat]
-local_addresses = [\"198.51.100.2\"]
+check proxy_idle_timeout "proxy_idle_timeout.toml:[0-9]+:18: proxy.idle_timeout_s: expected an integer 0..604800, got -1" "$base
+[proxy]
+idle_timeout_s = -1"
+check proxy_protocol_on_dnat "proxy_protocol_on_dnat.toml:[0-9]+:18: service\[0\].proxy_protocol: proxy_protocol applies to mode \"proxy\" only" "$base
 [[service]]
 name = \"web\"
 vip = \"203.0.113.10\"
 port = 80
-mode = \"proxy\"
+proxy_protocol = \"v2\"
   [[service.backend]]
   address = \"198.51.100.11\"
   port = 8080"
+# mode = "proxy" is available: a proxy service passes --check.
+printf '%s\n[fullnat]\nlocal_addresses = ["198.51.100.2"]\n[[service]]\nname = "web"\nvip = "203.0.113.10"\nport = 80\nmode = "proxy"\nproxy_protocol = "v2"\n  [[service.backend]]\n  address = "198.51.100.11"\n  port = 8080\n' "$base" >"$TMP/proxy_ok.toml"
+out=$("$MG_BIN" --config "$TMP/proxy_ok.toml" --check 2>&1) || fail "proxy config: $out"
+[[ $out == "config ok" ]] || fail "proxy config: $out"
 # [mesh] source = "file": the mesh file is checked too, with its own file:line:column.
 printf '[[workload]]\nuid = "w"\nnamespace = "ns"\naddresses = ["10.0.0.300"]\n' >"$TMP/bad-mesh.toml"
 check bad_mesh_file "bad-mesh.toml:4:14: workload\[0\].addresses\[0\]: expected an IPv4/IPv6 address" "$base

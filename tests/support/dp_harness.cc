@@ -1,6 +1,8 @@
 #include "dataplane/common/eal_cleanup.h"
 #include "tests/support/dp_harness.h"
 
+#include "control/runtime/runtime.h"
+
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_eth_ring.h>
@@ -195,6 +197,8 @@ DataplaneHarness::DataplaneHarness(const std::string& config_toml, HarnessOption
       if (!handoff_[a][b]) throw std::runtime_error("cannot create handoff rings");
     }
   }
+  proxy_ = ctl::uses_proxy(cfg_);
+  if (proxy_) proxy_params_ = ctl::proxy_params(cfg_);
   for (uint16_t w = 0; w < nq; ++w) {
     dp::WorkerParams wp;
     wp.index = w;
@@ -216,6 +220,7 @@ DataplaneHarness::DataplaneHarness(const std::string& config_toml, HarnessOption
       wp.handoff_from[o] = handoff_[o][w];
     }
     for (size_t pi = 0; pi < ports_.size(); ++pi) wp.rss[pi] = rss_.get();
+    wp.proxy = proxy_ ? &proxy_params_ : nullptr;
     wp.replay = true;
     wp.replay_packets = ~0ull;
     wp.timestamp_offset = g_ts_offset;

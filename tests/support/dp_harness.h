@@ -11,6 +11,7 @@
 #include "control/config/config.h"
 #include "control/snapshot/builder.h"
 #include "dataplane/nat/rss.h"
+#include "dataplane/proxy/proxy.h"
 #include "dataplane/snapshot/snapshot_slot.h"
 #include "dataplane/worker/worker.h"
 #include "tools/pktlib/build.h"
@@ -95,6 +96,8 @@ class DataplaneHarness {
   std::vector<std::unique_ptr<dp::Worker>> workers_;
   mutable dp::WorkerCounters total_;
   std::vector<std::vector<pkt::Bytes>> last_by_port_;
+  bool proxy_ = false;  // a service uses mode = "proxy": every worker runs the L4 proxy
+  dp::ProxyParams proxy_params_;
   uint64_t version_ = 0;
 };
 

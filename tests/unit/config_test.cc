@@ -110,6 +110,8 @@ TEST(ConfigFiles, IngressNodeConfigLoadsWithEveryForwardingMode) {
   EXPECT_TRUE(seen[size_t(ForwardMode::kFullnat)]);
   EXPECT_TRUE(seen[size_t(ForwardMode::kDsrIpip)]);
   EXPECT_TRUE(seen[size_t(ForwardMode::kDsrGue)]);
+  EXPECT_TRUE(seen[size_t(ForwardMode::kProxy)]);
+  EXPECT_EQ(c.proxy.idle_timeout_s, 1800u);
   EXPECT_FALSE(c.fullnat.local_addresses.empty());
   EXPECT_EQ(c.mesh.source, MeshSource::kXds);
   EXPECT_EQ(c.mesh.address, "istiod.istio-system.svc:15012");
@@ -187,6 +189,46 @@ udp = 15
   EXPECT_EQ(c.conntrack.udp, 15u);
   EXPECT_EQ(c.conntrack.tcp_syn, kDefaultTcpSynS);
   EXPECT_EQ(c.conntrack.icmp, kDefaultIcmpS);
+}
+
+TEST(ConfigDefaults, ProxyDefaultsApplyWhenTheTableIsMissing) {
+  const Config c = parse_ok(kPort);
+  EXPECT_EQ(c.proxy.idle_timeout_s, kDefaultProxyIdleTimeoutS);
+  EXPECT_EQ(c.proxy.max_connections, kDefaultProxyMaxConnections);
+  EXPECT_EQ(c.proxy.buffer_bytes, kDefaultProxyBufferBytes);
+  EXPECT_EQ(c.proxy.memory_mb, kDefaultProxyMemoryMb);
+  EXPECT_EQ(c.proxy.time_wait_s, kDefaultProxyTimeWaitS);
+  EXPECT_FALSE(uses_proxy(c));
+}
+
+TEST(ConfigParse, ProxyServiceWithProxyProtocolAndProxyTableIsValid) {
+  const Config c = parse_ok(std::string(R"([proxy]
+idle_timeout_s = 0
+max_connections = 2048
+buffer_bytes = 65536
+memory_mb = 8
+time_wait_s = 5
+[fullnat]
+local_addresses = ["198.51.100.2"]
+[[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+mode = "proxy"
+proxy_protocol = "v2"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+)") + std::string(kPort));
+  EXPECT_EQ(c.proxy.idle_timeout_s, 0u) << "0 = no idle timeout";
+  EXPECT_EQ(c.proxy.max_connections, 2048u);
+  EXPECT_EQ(c.proxy.buffer_bytes, 65536u);
+  EXPECT_EQ(c.proxy.memory_mb, 8u);
+  EXPECT_EQ(c.proxy.time_wait_s, 5u);
+  ASSERT_EQ(c.services.size(), 1u);
+  EXPECT_EQ(c.services[0].mode, ForwardMode::kProxy);
+  EXPECT_EQ(c.services[0].proxy_protocol, ProxyProtocol::kV2);
+  EXPECT_TRUE(uses_proxy(c));
 }
 
 TEST(ConfigParse, DrainTimeoutIsStoredInMillisecondsIncludingZeroAndTheMaximum) {
@@ -575,6 +617,63 @@ table_size = 100
   port = 8080
 )",
      5, 14, "service[0].table_size", "not prime; next prime: 101"},
+    {"proxy_idle_timeout_beyond_a_week", R"([proxy]
+idle_timeout_s = 604801
+)",
+     2, 18, "proxy.idle_timeout_s", "expected an integer 0..604800, got 604801"},
+    {"proxy_idle_timeout_not_an_integer", R"([proxy]
+idle_timeout_s = "1h"
+)",
+     2, 18, "proxy.idle_timeout_s", "expected an integer 0..604800, got \"1h\""},
+    {"proxy_buffer_below_minimum", R"([proxy]
+buffer_bytes = 1000
+)",
+     2, 16, "proxy.buffer_bytes", "expected an integer 16384..67108864, got 1000"},
+    {"proxy_memory_below_one_sessions_buffers", R"([proxy]
+buffer_bytes = 1048576
+memory_mb = 2
+)",
+     3, 13, "proxy.memory_mb", "room for at least one session's four buffers"},
+    {"proxy_unknown_key_suggests_the_right_one", R"([proxy]
+idle_timeout = 5
+)",
+     2, 1, "proxy.idle_timeout", "did you mean"},
+    {"proxy_protocol_on_a_dnat_service", R"([[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+proxy_protocol = "v2"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+)",
+     5, 18, "service[0].proxy_protocol", "applies to mode \"proxy\" only"},
+    {"proxy_protocol_unknown_version", R"([fullnat]
+local_addresses = ["198.51.100.2"]
+[[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+mode = "proxy"
+proxy_protocol = "v3"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+)",
+     8, 18, "service[0].proxy_protocol", "expected one of none, v2"},
+    {"proxy_mode_over_udp", R"([fullnat]
+local_addresses = ["198.51.100.2"]
+[[service]]
+name = "dns"
+vip = "203.0.113.10"
+port = 53
+protocol = "udp"
+mode = "proxy"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 53
+)",
+     7, 12, "service[0].protocol", "carries TCP only"},
     {"conntrack_timeout_zero", R"([conntrack]
 udp = 0
 )",

@@ -782,6 +782,33 @@ TEST_F(TcpStateMachine, the_connection_table_is_bounded) {
             TcpError::kTableFull);
 }
 
+TEST_F(TcpStateMachine, a_full_table_recycles_the_oldest_time_wait_connection) {
+  cfg_.max_connections = 2;
+  cfg_.syncookies = false;
+  make();
+  // The first connection ends in TIME-WAIT (we closed first) and is released.
+  const TcpConnId c = establish_passive();
+  ASSERT_EQ(st().shutdown_write(c), TcpError::kOk);
+  ep_->take();
+  seg(F | A, kPeerIss + 1, kIss + 2);
+  ASSERT_EQ(state(), dp::tcp::TcpState::kTimeWait);
+  st().close(c);
+  // The second slot: a half-open connection, which is not recycled.
+  EXPECT_EQ(seg(S, kPeerIss, 0, 0, 65535, {}, 1002).size(), 1u);
+  ASSERT_EQ(st().connections(), 2u);
+  // Full: the next SYN takes the TIME-WAIT connection's place, well before time_wait_ms.
+  const auto out = seg(S, kPeerIss, 0, 0, 65535, {}, 1003);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].flags, S | A);
+  EXPECT_EQ(st().counters()[kTimeWaitRecycled], 1u);
+  EXPECT_EQ(state(), dp::tcp::TcpState::kClosed) << "the old tuple is free";
+  EXPECT_EQ(st().connections(), 2u);
+  // No TIME-WAIT left: a full table refuses as before.
+  EXPECT_TRUE(seg(S, kPeerIss, 0, 0, 65535, {}, 1004).empty());
+  EXPECT_GE(st().counters()[kDropTableFull], 1u);
+  EXPECT_EQ(st().counters()[kTimeWaitRecycled], 1u);
+}
+
 TEST_F(TcpStateMachine, close_with_unread_data_resets_the_connection) {
   make();
   const TcpConnId c = establish_passive();

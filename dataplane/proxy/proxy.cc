@@ -1,0 +1,486 @@
+#include "dataplane/proxy/proxy.h"
+
+#include <arpa/inet.h>
+#include <rte_lpm.h>
+#include <rte_lpm6.h>
+#include <rte_mbuf.h>
+
+#include <atomic>
+#include <cstddef>
+
+#include "dataplane/conntrack/conntrack.h"
+#include "dataplane/lb/lb.h"
+#include "dataplane/nat/icmp_error.h"
+#include "dataplane/nat/rss.h"
+#include "dataplane/packet/parse.h"
+#include "dataplane/packet/wire.h"
+#include "dataplane/proxy/proxy_protocol.h"
+#include "dataplane/snapshot/snapshot.h"
+#include "dataplane/worker/counters.h"
+#include "dataplane/worker/flow_dump.h"
+
+namespace meshgate::dp {
+
+using tcp::TcpConnId;
+using tcp::TcpEvent;
+using tcp::TcpTuple;
+
+namespace {
+constexpr int kClient = 0;
+constexpr int kBackend = 1;
+// Idle timers fired per poll iteration at most (the rest fire on the next one).
+constexpr uint32_t kIdleTimerBudget = 256;
+}  // namespace
+
+Proxy::Proxy(const ProxyParams& p, const ProxyDeps& d, uint64_t now_ns)
+    : p_(p), d_(d), now_ns_(now_ns) {
+  MG_CHECK(d_.pool != nullptr && p_.max_sessions > 0);
+  wheel_.init(now_ms());
+  idle_wheel_.init(now_ms());
+  tcp::TcpStackDeps sd;
+  sd.pool = d_.pool;
+  sd.wheel = &wheel_;
+  sd.output = &Proxy::output;
+  sd.output_ctx = this;
+  stack_ = std::make_unique<tcp::TcpStack>(p_.tcp, sd, now_ns);
+  sessions_ = std::make_unique<Session[]>(p_.max_sessions);
+  for (uint32_t i = 0; i < p_.max_sessions; ++i) {
+    sessions_[i].next_free = i + 2 <= p_.max_sessions ? i + 2 : 0;
+    sessions_[i].proxy = this;
+    sessions_[i].idle.fn = &Proxy::on_idle;
+  }
+  free_head_ = 1;
+  out_ = std::make_unique<rte_mbuf*[]>(kProxyOutQueue);
+  listening_.reserve(p_.tcp.max_listeners);
+  wanted_.reserve(p_.tcp.max_listeners);
+}
+
+Proxy::~Proxy() {
+  for (uint32_t i = 0; i < p_.max_sessions; ++i) {
+    for (rte_mbuf* m : sessions_[i].pending) {
+      if (m != nullptr) rte_pktmbuf_free(m);
+    }
+  }
+  while (out_head_ != out_tail_) rte_pktmbuf_free(out_[out_head_++ % kProxyOutQueue]);
+  stack_.reset();  // frees every connection's buffers while the mempool still exists
+}
+
+// ---- worker interface -----------------------------------------------------------------------
+
+void Proxy::begin(const Snapshot* snap, uint64_t now_ns, bool draining) {
+  snap_ = snap;
+  if (now_ns > now_ns_) now_ns_ = now_ns;
+  stack_->set_now(now_ns_);
+  draining_ = draining;
+  if (snap_ != nullptr && snap_->version != listeners_version_) sync_listeners();
+}
+
+void Proxy::input(rte_mbuf* m, const PacketMeta& meta) { stack_->input(m, meta, now_ns_); }
+
+void Proxy::advance() {
+  stack_->advance(now_ns_);
+  idle_wheel_.advance(now_ms(), kIdleTimerBudget, this);
+}
+
+bool Proxy::icmp_error(const uint8_t* frame, uint32_t len, const PacketMeta& m) {
+  IcmpQuote q;
+  if (!parse_icmp_quote(frame, len, m, &q) || q.proto != kProtoTcp || q.quoted_l4 < 8) {
+    return false;
+  }
+  const TcpTuple t{q.src, q.dst, ntohs(q.sport), ntohs(q.dport)};
+  if (stack_->state_of(t) == tcp::TcpState::kClosed) return false;
+  const bool v4 = m.l3 == L3::kIpv4;
+  const uint8_t* icmp = frame + m.l4_off;
+  if (v4 ? (m.icmp_type == kIcmpDestUnreach && m.icmp_code == 4)
+         : m.icmp_type == kIcmp6PacketTooBig) {
+    // RFC 1191 §4: the next-hop MTU in the low 16 bits of the second word; RFC 4443 §3.2: all
+    // 32 bits. The quoted TCP header's sequence number sits 4 bytes in.
+    const uint32_t mtu = v4 ? rd16(icmp + 6) : rd32(icmp + 4);
+    stack_->icmp_too_big(t, rd32(frame + q.l4_off + 4), mtu);
+  }
+  // Other errors about our segments (unreachable, time exceeded) are soft errors for TCP
+  // (RFC 1122 4.2.3.9, RFC 5461): the retransmission timer decides. Consumed either way.
+  return true;
+}
+
+uint16_t Proxy::take_output(rte_mbuf** out, uint16_t max) {
+  uint16_t n = 0;
+  while (n < max && out_head_ != out_tail_) out[n++] = out_[out_head_++ % kProxyOutQueue];
+  return n;
+}
+
+void Proxy::output(void* ctx, rte_mbuf* m) {
+  Proxy* p = static_cast<Proxy*>(ctx);
+  if (p->out_tail_ - p->out_head_ >= kProxyOutQueue) {
+    rte_pktmbuf_free(m);
+    p->count(kPxTxQueueFull);
+    return;
+  }
+  p->out_[p->out_tail_++ % kProxyOutQueue] = m;
+}
+
+void Proxy::publish(bool force) {
+  if (!force && now_ms() == published_ms_) return;
+  published_ms_ = now_ms();
+  auto put = [](uint64_t& dst, uint64_t v) {
+    std::atomic_ref<uint64_t>(dst).store(v, std::memory_order_relaxed);
+  };
+  for (uint32_t i = 0; i < kProxyCounterCount; ++i) put(published_.proxy[i], counters_[i]);
+  const tcp::TcpCounters& tc = stack_->counters();
+  for (uint32_t i = 0; i < tcp::kTcpCounterCount; ++i) put(published_.tcp[i], tc.v[i]);
+  put(published_.sessions_active, sessions_active_);
+  put(published_.tcp_connections, stack_->connections());
+  put(published_.tcp_mem_bytes, stack_->mem_used());
+}
+
+bool Proxy::tuple_in_use(const IpAddr& local, uint16_t local_port_be, const IpAddr& remote,
+                         uint16_t remote_port_be) const {
+  return stack_->state_of(TcpTuple{local, remote, ntohs(local_port_be), ntohs(remote_port_be)}) !=
+         tcp::TcpState::kClosed;
+}
+
+// ---- listeners ------------------------------------------------------------------------------
+
+void Proxy::sync_listeners() {
+  listeners_version_ = snap_->version;
+  wanted_.clear();
+  for (const SnapService& s : snap_->services) {
+    if (s.mode != Mode::kProxy || s.proto != kProtoTcp) continue;
+    if (wanted_.size() == wanted_.capacity()) break;  // more proxy VIPs than max_listeners
+    wanted_.push_back(ListenKey{s.vip, ntohs(s.port_be)});
+  }
+  auto has = [](const std::vector<ListenKey>& v, const ListenKey& k) {
+    for (const ListenKey& x : v) {
+      if (x.port == k.port && x.vip == k.vip) return true;
+    }
+    return false;
+  };
+  // Gone services stop accepting; their established connections carry on.
+  for (size_t i = 0; i < listening_.size();) {
+    if (has(wanted_, listening_[i])) {
+      ++i;
+      continue;
+    }
+    stack_->unlisten(listening_[i].vip, listening_[i].port);
+    listening_[i] = listening_.back();
+    listening_.pop_back();
+  }
+  for (const ListenKey& k : wanted_) {
+    if (has(listening_, k)) continue;
+    if (stack_->listen(k.vip, k.port, &Proxy::accept, this) == tcp::TcpError::kOk) {
+      listening_.push_back(k);
+    }
+  }
+}
+
+bool Proxy::accept(void* ctx, const TcpTuple& t, tcp::TcpEventFn* fn, void** user) {
+  Proxy* p = static_cast<Proxy*>(ctx);
+  if (p->draining_) {
+    p->count(kPxRefusedDraining);
+    return false;
+  }
+  const SnapService* svc = p->snap_ != nullptr
+                               ? p->snap_->find_service(t.local, htons(t.local_port), kProtoTcp)
+                               : nullptr;
+  if (svc == nullptr || svc->mode != Mode::kProxy) {
+    p->count(kPxRefusedNoService);
+    return false;
+  }
+  // No session yet: this SYN may still end in a SYN cookie or a handshake that never
+  // completes. The session starts with kConnected (on_accepted).
+  *fn = &Proxy::on_accepted;
+  *user = p;
+  return true;
+}
+
+// ---- sessions -------------------------------------------------------------------------------
+
+Proxy::Session* Proxy::alloc_session() {
+  if (free_head_ == 0) return nullptr;
+  Session* s = &sessions_[free_head_ - 1];
+  free_head_ = s->next_free;
+  s->conn[0] = s->conn[1] = tcp::kNoConn;
+  s->pending[0] = s->pending[1] = nullptr;
+  s->fin_in[0] = s->fin_in[1] = false;
+  s->shut[0] = s->shut[1] = false;
+  s->connected[0] = s->connected[1] = false;
+  s->used = true;
+  ++sessions_active_;
+  return s;
+}
+
+void Proxy::free_session(Session* s) {
+  idle_wheel_.cancel(&s->idle);
+  for (rte_mbuf*& m : s->pending) {
+    if (m != nullptr) rte_pktmbuf_free(m);
+    m = nullptr;
+  }
+  s->used = false;
+  s->next_free = free_head_;
+  free_head_ = uint32_t(s - sessions_.get()) + 1;
+  --sessions_active_;
+}
+
+int Proxy::egress_port(const IpAddr& a) const {
+  uint32_t nh = 0;
+  const int rc = a.is_v4() ? rte_lpm_lookup(snap_->lpm4, a.v4_host(), &nh)
+                           : rte_lpm6_lookup(snap_->lpm6, a.b, &nh);
+  if (rc != 0 || nh >= snap_->next_hops.size()) return -1;
+  return snap_->next_hops[nh].port_index;
+}
+
+bool Proxy::port_ok(void* ctx, const TcpTuple& t) {
+  Proxy* p = static_cast<Proxy*>(ctx);
+  // Replies reaching another worker are handed here by their destination port, as for fullnat.
+  if (t.local_port % p->d_.n_workers != p->d_.index) return false;
+  // A fullnat flow of conntrack owns this tuple's replies.
+  const Tuple reply{t.remote, t.local, htons(t.remote_port), htons(t.local_port), kProtoTcp};
+  if (p->d_.flows != nullptr && p->d_.flows->reply_in_use(reply, FlowTable::hash(reply))) {
+    return false;
+  }
+  if (p->conn_rss_ != nullptr && p->conn_rss_tries_ < kProxyRssTries) {
+    ++p->conn_rss_tries_;
+    const RssPredictor* rss = p->conn_rss_;
+    if (rss->queue_of(rss->with_dport(p->conn_rss_fixed_, t.local.is_v4(), t.local_port)) !=
+        p->d_.index) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void Proxy::on_accepted(void* user, TcpConnId c, TcpEvent ev) {
+  Proxy* p = static_cast<Proxy*>(user);
+  if (ev == TcpEvent::kConnected) {
+    p->start_session(c);
+  } else {
+    p->stack_->abort(c);  // not reached: kConnected always comes first
+  }
+}
+
+void Proxy::start_session(TcpConnId c) {
+  tcp::TcpConnInfo ci;
+  if (!stack_->info(c, &ci)) return;
+  const TcpTuple& t = ci.tuple;  // local: the VIP, remote: the client
+  const SnapService* svc =
+      snap_ != nullptr ? snap_->find_service(t.local, htons(t.local_port), kProtoTcp) : nullptr;
+  if (svc == nullptr || svc->mode != Mode::kProxy) {
+    count(kPxRefusedNoService);
+    stack_->abort(c);
+    return;
+  }
+  count(kPxAccepted);
+  if (svc->table_size == 0) {
+    count(kPxNoBackend);
+    stack_->abort(c);
+    return;
+  }
+  // The same flow hash as the packet modes, so a service keeps its spread when its mode changes.
+  const uint32_t h = lb_flow_hash(t.remote, t.local, htons(t.remote_port), htons(t.local_port),
+                                  kProtoTcp);
+  const SnapBackend& be =
+      snap_->backends[svc->first_backend + lb_lookup(svc->table, svc->table_size, h)];
+  const std::vector<LocalNat>& pool = be.address.is_v4() ? snap_->fullnat_v4 : snap_->fullnat_v6;
+  if (pool.empty()) {
+    count(kPxNoLocalAddress);
+    stack_->abort(c);
+    return;
+  }
+  const IpAddr local = pool[h % pool.size()].address;
+  Session* s = alloc_session();
+  if (s == nullptr) {
+    count(kPxSessionTableFull);
+    stack_->abort(c);
+    return;
+  }
+  s->conn[kClient] = c;
+  s->connected[kClient] = true;
+  s->stat_id = be.stat_id < kMaxBackendStats ? be.stat_id : 0;
+  stack_->set_user(c, &Proxy::on_client, s);
+
+  const int port = egress_port(be.address);
+  conn_rss_ = port >= 0 && !d_.flow_steered[port] ? d_.rss[port] : nullptr;
+  conn_rss_fixed_ = conn_rss_ != nullptr ? conn_rss_->fixed_hash(be.address, local, be.port_be) : 0;
+  conn_rss_tries_ = 0;
+  TcpConnId b = tcp::kNoConn;
+  const tcp::TcpError e = stack_->connect(local, be.address, ntohs(be.port_be), &Proxy::port_ok,
+                                          this, &Proxy::on_backend, s, &b);
+  if (e != tcp::TcpError::kOk) {
+    count(e == tcp::TcpError::kNoPort ? kPxNoPort : kPxSessionTableFull);
+    stack_->abort(c);
+    s->conn[kClient] = tcp::kNoConn;
+    free_session(s);
+    return;
+  }
+  s->conn[kBackend] = b;
+  count(kPxBackendConnects);
+  if (d_.backend_counters != nullptr) counter_add(d_.backend_counters[s->stat_id].flows, 1);
+  if (svc->proxy_protocol == 2) {
+    // Queued before any client byte; sent once the handshake completes.
+    uint8_t hdr[kProxyV2MaxLen];
+    const uint32_t n = write_proxy_v2(hdr, t.remote, t.remote_port, t.local, t.local_port);
+    if (stack_->send(b, hdr, n) == n) count(kPxProxyProtocolSent);
+  }
+  s->last_active_ms = s->created_ms = now_ms();
+  if (p_.idle_timeout_ms != 0) idle_wheel_.schedule(&s->idle, now_ms() + p_.idle_timeout_ms);
+}
+
+bool Proxy::session_record(uint32_t i, FlowRecord* o) const {
+  const Session& s = sessions_[i];
+  tcp::TcpConnInfo c, b;
+  if (!s.used || !stack_->info(s.conn[kClient], &c) || !stack_->info(s.conn[kBackend], &b)) {
+    return false;
+  }
+  o->client = c.tuple.remote;
+  o->client_port = c.tuple.remote_port;
+  o->vip = c.tuple.local;
+  o->vip_port = c.tuple.local_port;
+  o->backend = b.tuple.remote;
+  o->backend_port = b.tuple.remote_port;
+  o->local = b.tuple.local;
+  o->local_port = b.tuple.local_port;
+  o->proto = kProtoTcp;
+  // In conntrack's terms: the backend handshake, both ways open, or a direction closed.
+  if (!s.connected[kBackend]) {
+    o->state = TcpState::kSynSent;
+  } else if (s.fin_in[kClient] || s.fin_in[kBackend]) {
+    o->state = s.fin_in[kClient] ? TcpState::kFinWait : TcpState::kCloseWait;
+  } else {
+    o->state = TcpState::kEstablished;
+  }
+  o->mode = Mode::kProxy;
+  o->stat_id = s.stat_id;
+  o->expires_in_ms = p_.idle_timeout_ms != 0
+                         ? int64_t(s.last_active_ms) + p_.idle_timeout_ms - int64_t(now_ms())
+                         : -1;
+  o->age_ms = now_ms() - s.created_ms;
+  return true;
+}
+
+void Proxy::on_client(void* user, TcpConnId, TcpEvent ev) {
+  Session* s = static_cast<Session*>(user);
+  s->proxy->handle(s, kClient, ev);
+}
+
+void Proxy::on_backend(void* user, TcpConnId, TcpEvent ev) {
+  Session* s = static_cast<Session*>(user);
+  s->proxy->handle(s, kBackend, ev);
+}
+
+void Proxy::handle(Session* s, int side, TcpEvent ev) {
+  switch (ev) {
+    case TcpEvent::kConnected:
+      s->connected[side] = true;
+      if (side == kBackend) count(kPxBackendConnected);
+      pump(s, kClient);
+      pump(s, kBackend);
+      break;
+    case TcpEvent::kReadable:
+      pump(s, side);
+      break;
+    case TcpEvent::kPeerFin:
+      s->fin_in[side] = true;
+      pump(s, side);  // FIN goes on once the data before it has
+      break;
+    case TcpEvent::kWritable:
+      pump(s, 1 - side);
+      break;
+    case TcpEvent::kReset:
+      // The peer reset `side`: reset the other peer too. (abort() on the reset side only
+      // releases the handle: that connection is already closed.)
+      if (side == kBackend && !s->connected[kBackend]) {
+        count(kPxBackendRefused);
+      } else {
+        count(side == kClient ? kPxClientResets : kPxBackendResets);
+      }
+      end(s, true, true);
+      return;
+    case TcpEvent::kClosed:
+      if (!(s->fin_in[side] && s->shut[side])) {
+        // Retransmissions (or the handshake) timed out: the other side cannot be finished.
+        count(side == kBackend ? kPxBackendTimeouts : kPxClientTimeouts);
+        end(s, true, true);
+        return;
+      }
+      break;
+  }
+  if (s->used && s->fin_in[0] && s->fin_in[1] && s->shut[0] && s->shut[1] &&
+      s->pending[0] == nullptr && s->pending[1] == nullptr) {
+    // Both directions delivered and closed: the stack finishes both closes in the background.
+    count(kPxSessionsClosed);
+    end(s, false, false);
+  }
+}
+
+void Proxy::pump(Session* s, int from) {
+  const int to = 1 - from;
+  if (!s->connected[to]) return;  // client bytes wait (in the client's window) for the backend
+  const TcpConnId src = s->conn[from];
+  const TcpConnId dst = s->conn[to];
+  uint64_t moved = 0;
+  for (;;) {
+    rte_mbuf* c = s->pending[from];
+    if (c == nullptr) {
+      uint32_t len = 0;
+      // At most what the other side takes now, so send_chain() never refuses it.
+      c = stack_->recv_chain(src, &len, stack_->send_space(dst));
+      if (c == nullptr) break;
+    }
+    const uint32_t len = rte_pktmbuf_pkt_len(c);
+    if (!stack_->send_chain(dst, c)) {
+      s->pending[from] = c;  // send_chain() asked for kWritable
+      break;
+    }
+    s->pending[from] = nullptr;
+    moved += len;
+  }
+  if (moved != 0) {
+    s->last_active_ms = now_ms();
+    if (to == kBackend) {
+      count(kPxBytesToBackend, moved);
+      if (d_.backend_counters != nullptr) counter_add(d_.backend_counters[s->stat_id].bytes, moved);
+    } else {
+      count(kPxBytesToClient, moved);
+    }
+  }
+  if (s->pending[from] != nullptr) return;
+  tcp::TcpConnInfo ci;
+  if (stack_->info(src, &ci) && ci.recv_queued > 0) {
+    // Even the first received mbuf does not fit the other side's buffer now.
+    stack_->request_writable(dst);
+  } else if (s->fin_in[from] && !s->shut[to]) {
+    // RFC 9293 §3.10.4: half-close passes through; the other direction keeps flowing.
+    stack_->shutdown_write(dst);
+    s->shut[to] = true;
+  }
+}
+
+void Proxy::end(Session* s, bool abort_client, bool abort_backend) {
+  const bool abort[2] = {abort_client, abort_backend};
+  for (int side = 0; side < 2; ++side) {
+    const TcpConnId c = s->conn[side];
+    if (c == tcp::kNoConn) continue;
+    // close() resets by itself when unread data is left (RFC 9293 §3.10.4).
+    if (abort[side]) {
+      stack_->abort(c);
+    } else {
+      stack_->close(c);
+    }
+    s->conn[side] = tcp::kNoConn;
+  }
+  free_session(s);
+}
+
+void Proxy::on_idle(tcp::Timer* t, void* ctx) {
+  Proxy* p = static_cast<Proxy*>(ctx);
+  Session* s = reinterpret_cast<Session*>(reinterpret_cast<char*>(t) - offsetof(Session, idle));
+  const uint32_t idle_ms = p->now_ms() - s->last_active_ms;
+  if (idle_ms < p->p_.idle_timeout_ms) {
+    p->idle_wheel_.schedule(&s->idle, s->last_active_ms + p->p_.idle_timeout_ms);
+    return;
+  }
+  p->count(kPxIdleTimeouts);
+  p->end(s, false, false);
+}
+
+}  // namespace meshgate::dp

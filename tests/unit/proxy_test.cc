@@ -1,0 +1,473 @@
+// mode = "proxy" through the real worker (net_ring ports, DataplaneHarness) against a peer TCP
+// stack playing the client (192.0.2.2, routed via the router) and the backends (198.51.100.x,
+// on-link): handshakes, splicing, half-close, resets, idle timeout, PROXY protocol v2, bounded
+// buffering with a slow reader, and RSS-aware backend ports with two workers.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "dataplane/proxy/proxy.h"
+#include "dataplane/proxy/proxy_protocol.h"
+#include "tests/support/dp_harness.h"
+#include "tests/support/tcp_test_util.h"
+
+namespace meshgate::test {
+namespace {
+
+using dp::tcp::TcpConnId;
+using dp::tcp::TcpEvent;
+using dp::tcp::TcpStack;
+using dp::tcp::TcpTuple;
+using tcp::Endpoint;
+
+const IpAddr kClient = *IpAddr::parse("192.0.2.2");
+const IpAddr kVip = *IpAddr::parse("203.0.113.20");
+const IpAddr kLocal = *IpAddr::parse("198.51.100.2");
+
+std::string config(const std::string& proxy_table) {
+  return std::string(kDemoTopology) + R"(
+[fullnat]
+local_addresses = ["198.51.100.2", "2001:db8:1::2"]
+[proxy]
+buffer_bytes = 65536
+memory_mb = 8
+max_connections = 512
+time_wait_s = 1
+)" + proxy_table + R"(
+[[service]]
+name = "px"
+vip = "203.0.113.20"
+port = 80
+mode = "proxy"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+  [[service.backend]]
+  address = "198.51.100.12"
+  port = 8080
+[[service]]
+name = "ppv2"
+vip = "203.0.113.20"
+port = 81
+mode = "proxy"
+proxy_protocol = "v2"
+  [[service.backend]]
+  address = "198.51.100.13"
+  port = 8081
+[[service]]
+name = "refused"
+vip = "203.0.113.20"
+port = 82
+mode = "proxy"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 9999
+)";
+}
+
+// The peer side: one stack for the client and every backend, an application that records.
+struct Peer {
+  struct Conn {
+    TcpTuple tuple;
+    std::string rx;
+    bool connected = false, fin = false, reset = false, closed = false;
+    // What to send, and whether to shut down writing once it is all queued.
+    std::string tx;
+    size_t tx_off = 0;
+    bool shut_after = false, shut = false;
+  };
+  Endpoint ep;
+  bool auto_read = true;
+  std::map<TcpConnId, Conn> conns;
+  std::vector<TcpConnId> accepted;
+
+  explicit Peer(uint64_t now) : ep(dp::tcp::TcpConfig{}, now) {
+    EXPECT_EQ(ep.stack->listen(IpAddr{}, 8080, &Peer::accept, this), dp::tcp::TcpError::kOk);
+    EXPECT_EQ(ep.stack->listen(IpAddr{}, 8081, &Peer::accept, this), dp::tcp::TcpError::kOk);
+  }
+  TcpStack& st() { return *ep.stack; }
+
+  static bool accept(void* ctx, const TcpTuple&, dp::tcp::TcpEventFn* fn, void** user) {
+    *fn = &Peer::on_event;
+    *user = ctx;
+    return true;
+  }
+  static void on_event(void* user, TcpConnId c, TcpEvent ev) {
+    Peer* p = static_cast<Peer*>(user);
+    Conn& k = p->conns[c];
+    switch (ev) {
+      case TcpEvent::kConnected: {
+        k.connected = true;
+        dp::tcp::TcpConnInfo ci;
+        p->st().info(c, &ci);
+        k.tuple = ci.tuple;
+        if (ci.tuple.local_port != 0 && ci.tuple.local != kClient) p->accepted.push_back(c);
+        break;
+      }
+      case TcpEvent::kReadable: break;
+      case TcpEvent::kPeerFin: k.fin = true; break;
+      case TcpEvent::kWritable: break;
+      case TcpEvent::kReset: k.reset = true; break;
+      case TcpEvent::kClosed: k.closed = true; break;
+    }
+    if (p->auto_read) p->read(c);
+  }
+  void read(TcpConnId c) {
+    char buf[16384];
+    for (uint32_t n; (n = st().recv(c, buf, sizeof buf)) > 0;) conns[c].rx.append(buf, n);
+  }
+  void write_all() {
+    for (auto& [id, k] : conns) {
+      if (k.reset || k.closed) continue;
+      if (k.tx_off < k.tx.size()) {
+        k.tx_off += st().send(id, k.tx.data() + k.tx_off, uint32_t(k.tx.size() - k.tx_off));
+      }
+      if (k.tx_off == k.tx.size() && k.shut_after && !k.shut) {
+        st().shutdown_write(id);
+        k.shut = true;
+      }
+    }
+  }
+};
+
+// The wire between the peer stack and the gateway's port net0.
+struct Net {
+  DataplaneHarness h;
+  uint64_t now = 1'000'000'000;
+  Peer peer{now};
+  bool check_rss = false;
+  uint64_t handoff_free_replies = 0;
+  // Frames the gateway sends to this address are kept here instead of delivered (a path that
+  // loses them); zero: deliver everything.
+  IpAddr blackhole;
+  std::vector<pkt::Bytes> captured;
+
+  void deliver(const std::vector<pkt::Bytes>& frames) {
+    for (const pkt::Bytes& f : frames) {
+      if (!blackhole.is_zero() && f.size() > 34 && dp::rd16(&f[12]) == dp::kEtherTypeIpv4 &&
+          IpAddr::v4_bytes(&f[30]) == blackhole) {
+        captured.push_back(f);
+        continue;
+      }
+      peer.ep.inject(f, now);
+    }
+  }
+
+  Net(const std::string& cfg, HarnessOptions opt) : h(cfg, opt) {}
+
+  static pkt::Bytes frame_of(rte_mbuf* m) {
+    const uint32_t n = rte_pktmbuf_pkt_len(m);
+    pkt::Bytes f(14 + n);
+    const uint8_t gw[6] = {2, 0, 0, 0, 0, 1}, router[6] = {2, 0, 0, 0, 0, 0xfe};
+    std::memcpy(f.data(), gw, 6);
+    std::memcpy(f.data() + 6, router, 6);
+    const uint8_t* ip = static_cast<const uint8_t*>(rte_pktmbuf_read(m, 0, n, f.data() + 14));
+    if (ip != f.data() + 14) std::memcpy(f.data() + 14, ip, n);
+    dp::wr16(f.data() + 12, (f[14] >> 4) == 6 ? dp::kEtherTypeIpv6 : dp::kEtherTypeIpv4);
+    return f;
+  }
+
+  // Moves frames both ways until nothing is in flight (no time passes).
+  void settle() {
+    for (int round = 0; round < 10000; ++round) {
+      peer.write_all();
+      std::vector<pkt::Bytes> frames;
+      for (rte_mbuf* m : peer.ep.out) {
+        frames.push_back(frame_of(m));
+        rte_pktmbuf_free(m);
+      }
+      peer.ep.out.clear();
+      if (check_rss) {
+        for (const pkt::Bytes& f : frames) {
+          // Replies of the backend connections: their RSS queue is the port's worker.
+          if (IpAddr::v4_bytes(&f[30]) == kLocal) {
+            const uint16_t dport = dp::rd16(&f[14 + 20 + 2]);
+            EXPECT_EQ(h.rss_queue(f), dport % h.workers()) << "port " << dport;
+            ++handoff_free_replies;
+          }
+        }
+      }
+      const std::vector<pkt::Bytes> back = frames.empty() ? h.tick(now) : h.send(frames, now);
+      deliver(back);
+      if (frames.empty() && back.empty() && peer.ep.out.empty()) return;
+    }
+    ADD_FAILURE() << "the network never settled";
+  }
+  // Lets `ms` milliseconds pass in 5 ms steps (timers on both sides), settling each step.
+  void pass_ms(uint64_t ms) {
+    for (uint64_t t = 0; t < ms; t += 5) {
+      now += 5'000'000;
+      peer.st().advance(now);
+      deliver(h.tick(now));
+      settle();
+    }
+  }
+  TcpConnId connect(uint16_t port) {
+    TcpConnId c = dp::tcp::kNoConn;
+    EXPECT_EQ(peer.st().connect(kClient, kVip, port, nullptr, nullptr, &Peer::on_event, &peer, &c),
+              dp::tcp::TcpError::kOk);
+    peer.conns[c];
+    settle();
+    return c;
+  }
+  const dp::ProxyStats& stats(uint16_t w = 0) {
+    // Counters are published once per millisecond of the worker's clock.
+    now += 1'000'000;
+    deliver(h.tick(now));
+    return h.worker(w).proxy()->stats();
+  }
+};
+
+std::string pattern(size_t n, uint32_t seed) {
+  std::string s(n, '\0');
+  uint32_t x = seed;
+  for (auto& c : s) {
+    x = x * 1103515245u + 12345u;
+    c = char(x >> 16);
+  }
+  return s;
+}
+
+TEST(Proxy, SplicesBothDirectionsWithHalfCloseFromTheFullnatAddress) {
+  Net n(config(""), HarnessOptions{});
+  const TcpConnId c = n.connect(80);
+  ASSERT_TRUE(n.peer.conns[c].connected);
+  ASSERT_EQ(n.peer.accepted.size(), 1u) << "the proxy connected to a backend";
+  const TcpConnId b = n.peer.accepted[0];
+  const TcpTuple bt = n.peer.conns[b].tuple;
+  EXPECT_EQ(bt.remote, kLocal) << "backends see the [fullnat] address";
+  EXPECT_TRUE(bt.local == *IpAddr::parse("198.51.100.11") || bt.local == *IpAddr::parse("198.51.100.12"));
+  EXPECT_EQ(bt.local_port, 8080);
+
+  // Client -> backend, then the client half-closes; the backend still answers.
+  const std::string up = pattern(300'000, 1), down = pattern(500'000, 2);
+  n.peer.conns[c].tx = up;
+  n.peer.conns[c].shut_after = true;
+  for (int i = 0; i < 400 && !n.peer.conns[b].fin; ++i) n.pass_ms(5);
+  ASSERT_TRUE(n.peer.conns[b].fin) << "the client's FIN reached the backend";
+  EXPECT_EQ(n.peer.conns[b].rx, up);
+  EXPECT_FALSE(n.peer.conns[c].fin) << "the other direction is still open";
+  n.peer.conns[b].tx = down;
+  n.peer.conns[b].shut_after = true;
+  for (int i = 0; i < 400 && !n.peer.conns[c].fin; ++i) n.pass_ms(5);
+  ASSERT_TRUE(n.peer.conns[c].fin);
+  EXPECT_EQ(n.peer.conns[c].rx.size(), down.size());
+  EXPECT_EQ(n.peer.conns[c].rx, down);
+  n.pass_ms(100);
+  EXPECT_FALSE(n.peer.conns[c].reset);
+  EXPECT_FALSE(n.peer.conns[b].reset);
+
+  const dp::ProxyStats& s = n.stats();
+  EXPECT_EQ(s.proxy[dp::kPxAccepted], 1u);
+  EXPECT_EQ(s.proxy[dp::kPxSessionsClosed], 1u);
+  EXPECT_EQ(s.proxy[dp::kPxBytesToBackend], up.size());
+  EXPECT_EQ(s.proxy[dp::kPxBytesToClient], down.size());
+  EXPECT_EQ(s.sessions_active, 0u);
+  EXPECT_EQ(n.h.backend("px", bt.local.str() + ":8080").flows, 1u);
+  EXPECT_TRUE(n.h.balanced());
+  EXPECT_EQ(n.h.counters().flows_created, 0u) << "proxied connections take no conntrack entry";
+}
+
+TEST(Proxy, BackendThatRefusesResetsTheClient) {
+  Net n(config(""), HarnessOptions{});
+  const TcpConnId c = n.connect(82);
+  n.pass_ms(20);
+  EXPECT_TRUE(n.peer.conns[c].reset);
+  const dp::ProxyStats& s = n.stats();
+  EXPECT_EQ(s.proxy[dp::kPxBackendRefused], 1u);
+  EXPECT_EQ(s.sessions_active, 0u);
+}
+
+TEST(Proxy, ResetsPropagateInBothDirections) {
+  Net n(config(""), HarnessOptions{});
+  // The client resets: the backend sees a RST.
+  const TcpConnId c1 = n.connect(80);
+  ASSERT_EQ(n.peer.accepted.size(), 1u);
+  const TcpConnId b1 = n.peer.accepted[0];
+  n.peer.st().abort(c1);
+  n.settle();
+  EXPECT_TRUE(n.peer.conns[b1].reset);
+  // The backend resets: the client sees a RST.
+  const TcpConnId c2 = n.connect(80);
+  ASSERT_EQ(n.peer.accepted.size(), 2u);
+  n.peer.st().abort(n.peer.accepted[1]);
+  n.settle();
+  EXPECT_TRUE(n.peer.conns[c2].reset);
+  const dp::ProxyStats& s = n.stats();
+  EXPECT_EQ(s.proxy[dp::kPxClientResets], 1u);
+  EXPECT_EQ(s.proxy[dp::kPxBackendResets], 1u);
+  EXPECT_EQ(s.sessions_active, 0u);
+}
+
+TEST(Proxy, IdleTimeoutClosesQuietSessionsOnly) {
+  Net n(config("idle_timeout_s = 1\n"), HarnessOptions{});
+  const TcpConnId c = n.connect(80);
+  ASSERT_EQ(n.peer.accepted.size(), 1u);
+  const TcpConnId b = n.peer.accepted[0];
+  n.pass_ms(700);
+  n.peer.conns[c].tx = "still here";
+  n.pass_ms(700);  // 1.4 s since the handshake, 0.7 s since the last byte
+  EXPECT_FALSE(n.peer.conns[c].fin);
+  EXPECT_EQ(n.peer.conns[b].rx, "still here");
+  n.pass_ms(400);
+  EXPECT_TRUE(n.peer.conns[c].fin) << "the proxy closes the client side";
+  EXPECT_TRUE(n.peer.conns[b].fin) << "and the backend side";
+  EXPECT_EQ(n.stats().proxy[dp::kPxIdleTimeouts], 1u);
+}
+
+TEST(Proxy, ProxyProtocolV2HeaderPrecedesTheClientBytes) {
+  Net n(config(""), HarnessOptions{});
+  const TcpConnId c = n.connect(81);
+  ASSERT_EQ(n.peer.accepted.size(), 1u);
+  const TcpConnId b = n.peer.accepted[0];
+  EXPECT_EQ(n.peer.conns[b].tuple.local_port, 8081);
+  n.peer.conns[c].tx = "hello";
+  n.pass_ms(50);
+  const std::string& rx = n.peer.conns[b].rx;
+  ASSERT_EQ(rx.size(), 28u + 5u);
+  const std::string sig("\r\n\r\n\0\r\nQUIT\n", 12);
+  EXPECT_EQ(rx.substr(0, 12), sig);
+  EXPECT_EQ(uint8_t(rx[12]), 0x21) << "version 2, PROXY";
+  EXPECT_EQ(uint8_t(rx[13]), 0x11) << "TCP over IPv4";
+  EXPECT_EQ(dp::rd16(reinterpret_cast<const uint8_t*>(rx.data()) + 14), 12u);
+  const auto* a = reinterpret_cast<const uint8_t*>(rx.data()) + 16;
+  EXPECT_EQ(IpAddr::v4_bytes(a), kClient);
+  EXPECT_EQ(IpAddr::v4_bytes(a + 4), kVip);
+  EXPECT_EQ(dp::rd16(a + 8), n.peer.conns[c].tuple.local_port);
+  EXPECT_EQ(dp::rd16(a + 10), 81u);
+  EXPECT_EQ(rx.substr(28), "hello");
+  EXPECT_EQ(n.stats().proxy[dp::kPxProxyProtocolSent], 1u);
+}
+
+TEST(Proxy, SlowReaderClosesTheWindowInsteadOfBuffering) {
+  Net n(config(""), HarnessOptions{});
+  n.peer.auto_read = false;
+  const TcpConnId c = n.connect(80);
+  ASSERT_EQ(n.peer.accepted.size(), 1u);
+  const TcpConnId b = n.peer.accepted[0];
+  const std::string down = pattern(4 << 20, 3);
+  n.peer.conns[b].tx = down;
+  n.pass_ms(1000);
+  // Everything in flight is bounded: the client's 256 KiB window, the proxy's two 64 KiB
+  // buffers, the backend's send buffer; the backend could not queue the rest.
+  const dp::ProxyStats& s = n.stats();
+  EXPECT_LE(s.tcp_mem_bytes, 4u * 65536u) << "the proxy holds at most its buffers";
+  EXPECT_LT(n.peer.conns[b].tx_off, down.size() / 2) << "the backend was flow-controlled";
+  EXPECT_GT(s.tcp[dp::tcp::kWindowProbes] + s.proxy[dp::kPxBytesToClient], 0u);
+  // The reader wakes up: everything arrives, in order.
+  n.peer.auto_read = true;
+  for (int i = 0; i < 400 && n.peer.conns[c].rx.size() < down.size(); ++i) {
+    n.peer.read(c);
+    n.pass_ms(10);
+  }
+  EXPECT_EQ(n.peer.conns[c].rx.size(), down.size());
+  EXPECT_TRUE(n.peer.conns[c].rx == down);
+}
+
+TEST(Proxy, TwoWorkersPickBackendPortsWhoseRepliesHashToThem) {
+  Net n(config(""), HarnessOptions{4096, 2, true});
+  n.check_rss = true;
+  std::vector<TcpConnId> clients;
+  for (int i = 0; i < 16; ++i) clients.push_back(n.connect(80));
+  ASSERT_EQ(n.peer.accepted.size(), 16u);
+  for (TcpConnId c : clients) n.peer.conns[c].tx = "x" + std::to_string(c);
+  n.pass_ms(50);
+  for (size_t i = 0; i < clients.size(); ++i) {
+    const TcpConnId b = n.peer.accepted[i];
+    EXPECT_FALSE(n.peer.conns[b].rx.empty());
+  }
+  EXPECT_GT(n.handoff_free_replies, 16u);
+  EXPECT_EQ(n.h.counters().handoff_out, 0u) << "every reply reached its owner directly";
+  uint64_t accepted = 0;
+  for (uint16_t w = 0; w < 2; ++w) accepted += n.stats(w).proxy[dp::kPxAccepted];
+  EXPECT_EQ(accepted, 16u);
+  EXPECT_GT(n.stats(0).proxy[dp::kPxAccepted], 0u) << "RSS spread the clients";
+  EXPECT_GT(n.stats(1).proxy[dp::kPxAccepted], 0u);
+}
+
+TEST(Proxy, PacketTooBigLowersTheMssOfTheConnectionItQuotes) {
+  Net n(config(""), HarnessOptions{});
+  const TcpConnId c = n.connect(80);
+  ASSERT_EQ(n.peer.accepted.size(), 1u);
+  const TcpConnId b = n.peer.accepted[0];
+  const std::string down = pattern(40'000, 5);
+  n.blackhole = kClient;  // full-size segments toward the client vanish on the way
+  n.peer.conns[b].tx = down;
+  n.settle();
+  ASSERT_FALSE(n.captured.empty());
+  const pkt::Bytes seg = n.captured.front();
+  ASSERT_EQ(seg.size(), 14u + 1500u) << "full-size segments first";
+  n.captured.clear();
+  // The router toward the client: fragmentation needed, next-hop MTU 1200 (RFC 1191).
+  const pkt::EthHdr eth{MacAddr{{2, 0, 0, 0, 0, 1}}, MacAddr{{2, 0, 0, 0, 0, 0xfe}}};
+  pkt::IpHdr ip;
+  ip.src = *IpAddr::parse("198.51.100.254");
+  ip.dst = kVip;
+  const pkt::Bytes err = pkt::build_icmp_error(
+      eth, ip, dp::kIcmpDestUnreach, 4, std::span<const uint8_t>(seg.data() + 14, seg.size() - 14),
+      1200);
+  n.deliver(n.h.send(err, n.now));
+  n.settle();
+  ASSERT_FALSE(n.captured.empty()) << "what was in flight is sent again at once";
+  for (const pkt::Bytes& f : n.captured) EXPECT_LE(dp::rd16(&f[16]), 1200u) << "IP total length";
+  const dp::ProxyStats& s = n.stats();
+  EXPECT_EQ(s.tcp[dp::tcp::kPmtuUpdates], 1u);
+  EXPECT_EQ(n.h.drops(dp::Drop::kIcmpErrorNoFlow), 0u);
+  // The path heals: everything arrives, in smaller segments.
+  n.blackhole = IpAddr{};
+  for (int i = 0; i < 200 && n.peer.conns[c].rx.size() < down.size(); ++i) n.pass_ms(20);
+  EXPECT_TRUE(n.peer.conns[c].rx == down);
+  // An error quoting a connection the stack does not have is not taken.
+  pkt::Bytes stray(seg.begin() + 14, seg.end());
+  stray[20 + 3] ^= 1;  // the quoted destination port: another client connection
+  n.h.send(pkt::build_icmp_error(eth, ip, dp::kIcmpDestUnreach, 4, stray, 1200), n.now);
+  EXPECT_EQ(n.stats().tcp[dp::tcp::kPmtuUpdates], 1u);
+  EXPECT_EQ(n.h.drops(dp::Drop::kIcmpErrorNoFlow), 1u) << "dropped as before the proxy";
+}
+
+TEST(Proxy, SessionsAppearInFlowDumps) {
+  Net n(config("idle_timeout_s = 30\n"), HarnessOptions{});
+  const TcpConnId c = n.connect(80);
+  ASSERT_EQ(n.peer.accepted.size(), 1u);
+  const TcpConnId b = n.peer.accepted[0];
+  n.pass_ms(1000);
+  std::vector<dp::FlowRecord> recs(8);
+  dp::FlowDumpRequest req;
+  req.records = recs.data();
+  req.max = 8;
+  ASSERT_TRUE(n.h.worker().post_flow_dump(&req));
+  n.pass_ms(5);
+  ASSERT_TRUE(req.done.load());
+  ASSERT_EQ(req.count, 1u) << "one session, no conntrack flow";
+  const dp::FlowRecord& r = recs[0];
+  EXPECT_EQ(r.mode, dp::Mode::kProxy);
+  EXPECT_EQ(r.client, kClient);
+  EXPECT_EQ(r.client_port, n.peer.conns[c].tuple.local_port);
+  EXPECT_EQ(r.vip, kVip);
+  EXPECT_EQ(r.vip_port, 80);
+  EXPECT_EQ(r.backend, n.peer.conns[b].tuple.local);
+  EXPECT_EQ(r.backend_port, 8080);
+  EXPECT_EQ(r.local, kLocal);
+  EXPECT_EQ(r.local_port, n.peer.conns[b].tuple.remote_port) << "the port the backend saw";
+  EXPECT_EQ(r.state, dp::TcpState::kEstablished);
+  EXPECT_NEAR(double(r.age_ms), 1005, 10);
+  EXPECT_NEAR(double(r.expires_in_ms), 30000 - 1005, 10);
+}
+
+TEST(ProxyProtocol, V2HeaderForIpv6) {
+  uint8_t b[dp::kProxyV2MaxLen];
+  const uint32_t len = dp::write_proxy_v2(b, *IpAddr::parse("2001:db8:2::2"), 40000,
+                                          *IpAddr::parse("2001:db8:100::20"), 443);
+  ASSERT_EQ(len, 52u);
+  EXPECT_EQ(b[12], 0x21);
+  EXPECT_EQ(b[13], 0x21) << "TCP over IPv6";
+  EXPECT_EQ(dp::rd16(b + 14), 36u);
+  EXPECT_EQ(IpAddr::v6_bytes(b + 16), *IpAddr::parse("2001:db8:2::2"));
+  EXPECT_EQ(IpAddr::v6_bytes(b + 32), *IpAddr::parse("2001:db8:100::20"));
+  EXPECT_EQ(dp::rd16(b + 48), 40000u);
+  EXPECT_EQ(dp::rd16(b + 50), 443u);
+}
+
+}  // namespace
+}  // namespace meshgate::test
