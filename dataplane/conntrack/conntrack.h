@@ -165,24 +165,13 @@ class FlowTable {
   }
   MG_ALWAYS_INLINE Flow* lookup(const Tuple& t, uint32_t h, const BucketPair& bp, uint32_t now_ms,
                                 FlowDir* dir) {
-    for (uint32_t k = 0; k < 2; ++k) {
-      const Bucket& bk = buckets_[bp.b[k]];
-      for (uint32_t bits = sig_matches(bk, h); bits; bits &= bits - 1) {
-        const uint32_t ref = bk.ref[__builtin_ctz(bits)];
-        if (ref == kEmpty) continue;
-        Flow& f = flows_[ref >> 1];
-        const auto d = FlowDir(ref & 1);
-        if (!matches(f, d, t)) continue;
-        if (MG_UNLIKELY(int32_t(f.expire_ms - now_ms) <= 0)) {
-          remove(&f);
-          ++stats_.expired;
-          return nullptr;
-        }
-        *dir = d;
-        return &f;
-      }
-    }
-    return nullptr;
+    return find<true>(t, h, bp, now_ms, dir);
+  }
+  // The same without side effects: an expired flow is left for lookup() (or the wheel) to
+  // reclaim and reported as absent. For a caller that may still hand the packet to lookup().
+  MG_ALWAYS_INLINE Flow* peek(const Tuple& t, uint32_t h, const BucketPair& bp, uint32_t now_ms,
+                              FlowDir* dir) {
+    return find<false>(t, h, bp, now_ms, dir);
   }
 
   // Adds a flow for the original tuple `orig`. When full, a not-yet-established flow is evicted
@@ -266,6 +255,30 @@ class FlowTable {
     if (f.backend_port != t.sport || !(f.backend == t.src)) return false;
     if (f.mode == Mode::kFullnat) return f.local_port == t.dport && local(f) == t.dst;
     return f.client_port == t.dport && f.client == t.dst;
+  }
+  template <bool kReclaim>
+  MG_ALWAYS_INLINE Flow* find(const Tuple& t, uint32_t h, const BucketPair& bp, uint32_t now_ms,
+                              FlowDir* dir) {
+    for (uint32_t k = 0; k < 2; ++k) {
+      const Bucket& bk = buckets_[bp.b[k]];
+      for (uint32_t bits = sig_matches(bk, h); bits; bits &= bits - 1) {
+        const uint32_t ref = bk.ref[__builtin_ctz(bits)];
+        if (ref == kEmpty) continue;
+        Flow& f = flows_[ref >> 1];
+        const auto d = FlowDir(ref & 1);
+        if (!matches(f, d, t)) continue;
+        if (MG_UNLIKELY(int32_t(f.expire_ms - now_ms) <= 0)) {
+          if constexpr (kReclaim) {
+            remove(&f);
+            ++stats_.expired;
+          }
+          return nullptr;
+        }
+        *dir = d;
+        return &f;
+      }
+    }
+    return nullptr;
   }
   void set_state(Flow* f, TcpState s);
   void wheel_insert(uint32_t idx);

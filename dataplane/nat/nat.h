@@ -93,6 +93,31 @@ MG_ALWAYS_INLINE void nat_rewrite(uint8_t* frame, PacketMeta* m, const IpAddr& a
   }
 }
 
+// nat_rewrite<kDst> followed by decrement_ttl, for an IPv4 TCP or UDP packet whose header
+// (at `ip`, 20 bytes or more) and transport header (at `l4`) are known good: the same bytes,
+// with the address change and the TTL change folded into one IPv4 header checksum update
+// (one's-complement addition is associative, and a sum of non-zero terms never folds to 0).
+// `addr4` is the new address as on the wire. The caller has checked the TTL is > 1.
+template <bool kDst>
+MG_ALWAYS_INLINE void nat_rewrite_ipv4_ttl(uint8_t* ip, uint8_t* l4, uint8_t proto,
+                                           const uint8_t* addr4, uint16_t port_be) {
+  uint8_t* field = ip + (kDst ? 16 : 12);
+  const uint64_t addr_delta = csum_delta32(field, addr4);
+  const uint16_t old_ttl_word = ld16(ip + 8);  // TTL and protocol share one 16-bit word
+  ip[8] = uint8_t(ip[8] - 1);
+  csum_apply_delta(ip + 10, addr_delta + csum_delta16(old_ttl_word, ld16(ip + 8)));
+  std::memcpy(field, addr4, 4);
+  uint8_t* pfield = l4 + (kDst ? 2 : 0);
+  const uint64_t l4_delta = addr_delta + csum_delta16(ld16(pfield), port_be);
+  if (proto == kProtoTcp) {
+    csum_apply_delta(l4 + 16, l4_delta);
+  } else if (csum_load(l4 + 6) != 0) {  // UDP: a checksum of 0 means "none" (RFC 768)
+    csum_apply_delta(l4 + 6, l4_delta);
+    udp_csum_fixup(l4 + 6);
+  }
+  st16(pfield, port_be);
+}
+
 // Decrements TTL / hop limit. The caller has checked it is > 1.
 MG_ALWAYS_INLINE void decrement_ttl(uint8_t* frame, PacketMeta* m) {
   uint8_t* ip = frame + m->l3_off;

@@ -124,6 +124,33 @@ TEST_F(FlowTableTest, lookup_does_not_return_an_expired_flow_and_counts_it) {
   EXPECT_EQ(table_.active(), 0u);
 }
 
+TEST_F(FlowTableTest, peek_finds_what_lookup_finds_and_leaves_an_expired_flow_to_lookup) {
+  ConntrackTimeouts to;
+  to.udp_ms = 5000;
+  ASSERT_TRUE(init(1024, to));
+  Flow* f = table_.insert(client(1, kProtoUdp), dnat(), 1000);
+  ASSERT_NE(f, nullptr);
+  const Tuple reply = table_.reply_tuple(*f);
+  for (const Tuple& t : {client(1, kProtoUdp), reply}) {
+    const uint32_t h = FlowTable::hash(t);
+    FlowDir pd, ld;
+    EXPECT_EQ(table_.peek(t, h, table_.buckets_of(h), 5999, &pd), f);
+    EXPECT_EQ(table_.lookup(t, h, 5999, &ld), f);
+    EXPECT_EQ(pd, ld);
+  }
+  const Tuple other = client(2, kProtoUdp);
+  FlowDir d;
+  EXPECT_EQ(table_.peek(other, FlowTable::hash(other),
+                        table_.buckets_of(FlowTable::hash(other)), 5999, &d), nullptr);
+  const uint32_t h = FlowTable::hash(client(1, kProtoUdp));
+  EXPECT_EQ(table_.peek(client(1, kProtoUdp), h, table_.buckets_of(h), 6000, &d), nullptr);
+  EXPECT_EQ(table_.stats().expired, 0u);
+  EXPECT_EQ(table_.active(), 1u);
+  EXPECT_EQ(find(client(1, kProtoUdp), 6000), nullptr);
+  EXPECT_EQ(table_.stats().expired, 1u);
+  EXPECT_EQ(table_.active(), 0u);
+}
+
 TEST_F(FlowTableTest, the_timer_wheel_reclaims_idle_flows_without_lookups_and_keeps_refreshed_ones) {
   ConntrackTimeouts to;
   to.udp_ms = 10'000;
