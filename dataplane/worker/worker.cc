@@ -14,6 +14,7 @@
 #include <rte_ring.h>
 #include <rte_ring_elem.h>
 
+#include <algorithm>
 #include <new>
 
 #include "dataplane/lb/lb.h"
@@ -350,7 +351,20 @@ void Worker::update_clock(rte_mbuf** pkts, uint16_t n) {
 }
 
 void Worker::process_burst(uint16_t in_port, rte_mbuf** pkts, uint16_t n) {
-  if (in_port != kFromHandoff && stage_fast(in_port, pkts, n) == n) return;
+  fast_hashed_ = 0;
+  fast_flows_prefetched_ = false;
+  if (in_port != kFromHandoff) {
+    if (fast_skip_) {
+      --fast_skip_;
+    } else if (stage_fast(in_port, pkts, n) == n) {
+      fast_backoff_ = 0;
+      return;
+    } else if (fast_hashed_ == n) {
+      // Past the first pass: the burst's flows were missing or not plain established ones.
+      fast_skip_ = fast_backoff_;
+      fast_backoff_ = uint8_t(std::clamp<uint32_t>(2u * fast_backoff_, 1, kFastBackoffMax));
+    }
+  }
   stage_parse(in_port, pkts, n);
   stage_classify(pkts, n);
   if (in_port != kFromHandoff) stage_l2(in_port, pkts, n);
@@ -398,8 +412,10 @@ uint16_t Worker::stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n) {
     hash_[i] = lb_flow_hash_v4(src, dst, ports, ip[9]);
     bp_[i] = flows_.buckets_of(hash_[i]);
     flows_.prefetch_buckets(bp_[i]);
+    fast_hashed_ = uint16_t(i + 1);
   }
   for (uint16_t i = 0; i < n; ++i) flows_.prefetch_flows(hash_[i], bp_[i]);
+  fast_flows_prefetched_ = true;
 
   const uint32_t now_ms = now_ms_of(now_ns_);
   const uint64_t version = snap_->version;
@@ -510,14 +526,16 @@ void Worker::stage_classify(rte_mbuf** pkts, uint16_t n) {
       continue;
     }
     const bool l4 = trackable(m);
-    if (l4) {
-      // Bulk lookup, first phase: hash every packet and prefetch its two buckets.
+    // Bulk lookup, first phase: hash every packet and prefetch its two buckets (stage_fast did
+    // for its first fast_hashed_ packets, all IPv4 TCP/UDP: the same values).
+    if (l4 && i >= fast_hashed_) {
       hash_[i] = FlowTable::hash(Tuple{m.src, m.dst, m.sport, m.dport, m.l4_proto});
       bp_[i] = flows_.buckets_of(hash_[i]);
       flows_.prefetch_buckets(bp_[i]);
     }
     next_[i] = l4 ? kNextFlow : kNextLookup;
   }
+  if (fast_flows_prefetched_) return;
   // Second phase: the buckets have had the rest of the burst to arrive; prefetch the flows
   // whose signatures match.
   for (uint16_t i = 0; i < n; ++i) {

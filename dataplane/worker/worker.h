@@ -310,6 +310,18 @@ class Worker {
   };
   Extra extra_[kBurst];
   const NhCacheEntry* fast_nh_[kBurst];  // stage_fast: each packet's cached next hop
+  // A burst stage_fast left to the stages: its first fast_hashed_ packets have hash_ and bp_
+  // (their buckets prefetched), and with fast_flows_prefetched_ every packet's flows are
+  // prefetched, which stage_classify then need not do again.
+  uint16_t fast_hashed_ = 0;
+  bool fast_flows_prefetched_ = false;
+  // Bursts to leave to the stages without trying stage_fast, after bursts it could not take
+  // past its first pass (new flows: a SYN or a flood of mid-stream packets); doubles (up to
+  // kFastBackoffMax) with each such burst, 0 after one it takes. Only costs: both paths give
+  // the same result.
+  uint8_t fast_skip_ = 0;
+  uint8_t fast_backoff_ = 0;
+  static constexpr uint8_t kFastBackoffMax = 16;
 };
 
 }  // namespace meshgate::dp
