@@ -81,24 +81,25 @@ constexpr uint32_t kNopNopTimestamps = 0x0101080a;  // as rd32 reads it
 // checksum valid), not a fragment, from a legal source, with a TTL to decrement; UDP, or TCP
 // with no options or timestamps only and no SYN, FIN or RST (those change the connection's
 // state: the stages take them). Reads only the frame's first 58 bytes.
-MG_ALWAYS_INLINE bool fast_candidate(const rte_mbuf* m, const uint8_t* d, uint32_t mac_lo,
-                                     uint16_t mac_hi) {
+MG_ALWAYS_INLINE bool fast_candidate(const rte_mbuf* m, const uint8_t* d, uint64_t our_mac) {
   constexpr uint32_t kL4 = kEthHdrLen + kIpv4HdrLen;
   const uint32_t len = m->pkt_len;
   if (MG_UNLIKELY(m->data_len != len || len < kL4 + kUdpHdrLen)) return false;
-  uint32_t dst_lo;
-  uint16_t dst_hi;
-  std::memcpy(&dst_lo, d, 4);
-  std::memcpy(&dst_hi, d + 4, 2);
+  // Words as they lie in memory (little-endian loads of wire bytes).
+  uint64_t eth;
+  uint32_t type_vhl, frag_ttl_proto;
+  std::memcpy(&eth, d, 8);                   // destination MAC, 2 bytes of the source
+  std::memcpy(&type_vhl, d + 12, 4);         // ethertype, version/IHL, TOS
   const uint8_t* ip = d + kEthHdrLen;
-  if ((dst_lo ^ mac_lo) | uint16_t(dst_hi ^ mac_hi)) return false;
-  if (rd16(d + 12) != kEtherTypeIpv4 || ip[0] != 0x45) return false;
+  std::memcpy(&frag_ttl_proto, ip + 6, 4);   // flags/fragment offset, TTL, protocol
+  if ((eth ^ our_mac) << 16) return false;
+  if ((type_vhl & 0xffffff) != 0x450008) return false;  // 08 00 45: IPv4, 20-byte header
   const uint32_t total = rd16(ip + 2);
   if (total < kIpv4HdrLen || total > len - kEthHdrLen) return false;
-  if (rd16(ip + 6) & 0x3fff) return false;  // MF or a fragment offset
+  if (frag_ttl_proto & 0xff3f) return false;  // MF or a fragment offset
+  if (uint8_t(frag_ttl_proto >> 16) <= 1) return false;  // TTL
   const uint8_t s0 = ip[12];
   if (s0 >= 224 || s0 == 127 || s0 == 0) return false;
-  if (ip[8] <= 1) return false;
   const uint64_t ip_ck = m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK;
   if (ip_ck != RTE_MBUF_F_RX_IP_CKSUM_GOOD) {
     if (ip_ck == RTE_MBUF_F_RX_IP_CKSUM_BAD) return false;
@@ -394,16 +395,14 @@ void Worker::process_burst(uint16_t in_port, rte_mbuf** pkts, uint16_t n) {
 // affect each other through their flows' state and expiry, which pass 4 updates in burst
 // order, as stage_flow does.
 uint16_t Worker::stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n) {
-  uint32_t mac_lo;
-  uint16_t mac_hi;
-  std::memcpy(&mac_lo, p_.ports[in_port].mac.b.data(), 4);
-  std::memcpy(&mac_hi, p_.ports[in_port].mac.b.data() + 4, 2);
+  uint64_t our_mac = 0;  // in the low 6 bytes, as fast_candidate loads a frame's first 8
+  std::memcpy(&our_mac, p_.ports[in_port].mac.b.data(), 6);
   constexpr uint32_t kAhead = 4;
   for (uint16_t i = 0; i < n && i < kAhead; ++i) rte_prefetch0(rte_pktmbuf_mtod(pkts[i], void*));
   for (uint16_t i = 0; i < n; ++i) {
     if (i + kAhead < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + kAhead], void*));
     const uint8_t* d = rte_pktmbuf_mtod(pkts[i], const uint8_t*);
-    if (!fast_candidate(pkts[i], d, mac_lo, mac_hi)) return 0;
+    if (!fast_candidate(pkts[i], d, our_mac)) return 0;
     const uint8_t* ip = d + kEthHdrLen;
     uint32_t src, dst, ports;
     std::memcpy(&src, ip + 12, 4);
@@ -411,10 +410,10 @@ uint16_t Worker::stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n) {
     std::memcpy(&ports, ip + kIpv4HdrLen, 4);
     hash_[i] = lb_flow_hash_v4(src, dst, ports, ip[9]);
     bp_[i] = flows_.buckets_of(hash_[i]);
-    flows_.prefetch_buckets(bp_[i]);
+    flows_.prefetch_first_bucket(bp_[i]);
     fast_hashed_ = uint16_t(i + 1);
   }
-  for (uint16_t i = 0; i < n; ++i) flows_.prefetch_flows(hash_[i], bp_[i]);
+  for (uint16_t i = 0; i < n; ++i) flows_.prefetch_flows_or_second(hash_[i], bp_[i]);
   fast_flows_prefetched_ = true;
 
   const uint32_t now_ms = now_ms_of(now_ns_);
@@ -423,11 +422,12 @@ uint16_t Worker::stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n) {
   uint32_t reply = 0;  // bit i: packet i is a reply
   for (uint16_t i = 0; i < n; ++i) {
     const uint8_t* ip = rte_pktmbuf_mtod_offset(pkts[i], const uint8_t*, kEthHdrLen);
-    const uint8_t* l4 = ip + kIpv4HdrLen;
-    const Tuple t{IpAddr::v4_bytes(ip + 12), IpAddr::v4_bytes(ip + 16), ld16(l4), ld16(l4 + 2),
-                  ip[9]};
+    uint32_t src, dst, ports;
+    std::memcpy(&src, ip + 12, 4);
+    std::memcpy(&dst, ip + 16, 4);
+    std::memcpy(&ports, ip + kIpv4HdrLen, 4);
     FlowDir dir;
-    Flow* f = flows_.peek(t, hash_[i], bp_[i], now_ms, &dir);
+    Flow* f = flows_.peek_v4(src, dst, ports, ip[9], hash_[i], bp_[i], now_ms, &dir);
     if (!f || f->mode != Mode::kDnat || (resets && snap_->reset_flows_of(f->stat_id))) return 0;
     // A TCP segment must leave its flow as it is but for the expiry (the inline case of
     // FlowTable::touch): then the touches of a burst commute, and stage_flow's order (all

@@ -311,8 +311,8 @@ class Worker {
   Extra extra_[kBurst];
   const NhCacheEntry* fast_nh_[kBurst];  // stage_fast: each packet's cached next hop
   // A burst stage_fast left to the stages: its first fast_hashed_ packets have hash_ and bp_
-  // (their buckets prefetched), and with fast_flows_prefetched_ every packet's flows are
-  // prefetched, which stage_classify then need not do again.
+  // (their first buckets prefetched), and with fast_flows_prefetched_ their flows (or second
+  // buckets) are prefetched: stage_classify need not do that again.
   uint16_t fast_hashed_ = 0;
   bool fast_flows_prefetched_ = false;
   // Bursts to leave to the stages without trying stage_fast, after bursts it could not take
