@@ -228,10 +228,15 @@ class FlowTable {
     if (MG_LIKELY(f->state == TcpState::kEstablished &&
                   !(tcp_flags & (kTcpSyn | kTcpFin | kTcpRst)) &&
                   (dir == FlowDir::kOriginal || (f->flags & kFlowSeenReply)))) {
-      f->expire_ms = now_ms + timeouts_.tcp_established_ms;
+      touch_established(f, now_ms);
       return;
     }
     touch_slow(f, dir, tcp_flags, now_ms);
+  }
+  // That inline case alone, for a caller that has checked its conditions: a TCP flow in
+  // ESTABLISHED, a segment without SYN, FIN or RST, from the client or after a reply was seen.
+  MG_ALWAYS_INLINE void touch_established(Flow* f, uint32_t now_ms) {
+    f->expire_ms = now_ms + timeouts_.tcp_established_ms;
   }
 
   // Runs the timer wheel up to `now_ms`, reclaiming expired flows (at most kWheelBudget
@@ -323,9 +328,15 @@ class FlowTable {
   }
   // `a` is the IPv4-mapped form of `v4` (4 bytes as on the wire, loaded as they lie in memory).
   static MG_ALWAYS_INLINE bool is_mapped(const IpAddr& a, uint32_t v4) {
+#if defined(__SSE2__)
+    const __m128i want = _mm_set_epi32(int(v4), int(0xffff0000u), 0, 0);
+    const __m128i got = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.b));
+    return _mm_movemask_epi8(_mm_cmpeq_epi8(got, want)) == 0xffff;
+#else
     uint64_t w[2];
     std::memcpy(w, a.b, 16);
     return w[0] == 0 && w[1] == (uint64_t(0xffff) << 16 | uint64_t(v4) << 32);
+#endif
   }
   // matches() for an IPv4 tuple given as peek_v4 takes it.
   MG_ALWAYS_INLINE bool matches_v4(const Flow& f, FlowDir dir, uint32_t src, uint32_t dst,

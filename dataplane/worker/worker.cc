@@ -402,7 +402,10 @@ uint16_t Worker::stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n) {
   for (uint16_t i = 0; i < n; ++i) {
     if (i + kAhead < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + kAhead], void*));
     const uint8_t* d = rte_pktmbuf_mtod(pkts[i], const uint8_t*);
-    if (!fast_candidate(pkts[i], d, our_mac)) return 0;
+    if (!fast_candidate(pkts[i], d, our_mac)) {
+      fast_hashed_ = i;
+      return 0;
+    }
     const uint8_t* ip = d + kEthHdrLen;
     uint32_t src, dst, ports;
     std::memcpy(&src, ip + 12, 4);
@@ -411,8 +414,8 @@ uint16_t Worker::stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n) {
     hash_[i] = lb_flow_hash_v4(src, dst, ports, ip[9]);
     bp_[i] = flows_.buckets_of(hash_[i]);
     flows_.prefetch_first_bucket(bp_[i]);
-    fast_hashed_ = uint16_t(i + 1);
   }
+  fast_hashed_ = n;
   for (uint16_t i = 0; i < n; ++i) flows_.prefetch_flows_or_second(hash_[i], bp_[i]);
   fast_flows_prefetched_ = true;
 
@@ -455,12 +458,13 @@ uint16_t Worker::stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n) {
     uint8_t* l4 = ip + kIpv4HdrLen;
     const uint8_t proto = ip[9];
     Flow* f = flow_[i];
-    const uint8_t tcp_flags = proto == kProtoTcp ? l4[13] : 0;
-    if (reply >> i & 1) {
-      flows_.touch(f, FlowDir::kReply, tcp_flags, now_ms);
+    const FlowDir dir = FlowDir(reply >> i & 1);
+    // TCP: pass 3 checked what touch() checks for its inline case (pass 1 the flags).
+    if (proto == kProtoTcp) flows_.touch_established(f, now_ms);
+    else flows_.touch(f, dir, 0, now_ms);
+    if (dir == FlowDir::kReply) {
       nat_rewrite_ipv4_ttl<false>(ip, l4, proto, flows_.vip(*f).v4_ptr(), f->vip_port);
     } else {
-      flows_.touch(f, FlowDir::kOriginal, tcp_flags, now_ms);
       nat_rewrite_ipv4_ttl<true>(ip, l4, proto, f->backend.v4_ptr(), f->backend_port);
     }
     counter_add(backend_counters_[f->stat_id].packets, 1);
