@@ -147,6 +147,10 @@ void write_core_metrics(const MetricsInput& in, PromWriter& w) {
   w.family("meshgate_stateless_packets_total", C,
            "Packets forwarded without a flow entry because the flow table was full.");
   w.sample(t.stateless_packets);
+  w.family("meshgate_fast_path_packets_total", C,
+           "Packets of established flows forwarded by the fused fast path (the rest take the "
+           "stages; the output is the same).");
+  w.sample(t.fast_path_packets);
 
   w.family("meshgate_backend_packets_total", C, "Client packets forwarded to a backend.");
   for (const auto& b : in.backends) w.sample({{"service", b.service}, {"backend", b.backend}}, b.packets);

@@ -85,6 +85,7 @@ struct MetricsInput {
 //   meshgate_drops_total{reason}  (every reason of dataplane/drop_reasons.def, zeros included)
 //   meshgate_flows_active  meshgate_flows_established  meshgate_flows_created_total
 //   meshgate_flows_expired_total  meshgate_stateless_packets_total
+//   meshgate_fast_path_packets_total
 //   meshgate_backend_packets_total{service,backend}  meshgate_backend_bytes_total{...}
 //   meshgate_backend_flows_total{service,backend}
 //   meshgate_snapshot_version  meshgate_ready  meshgate_draining

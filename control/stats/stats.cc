@@ -87,6 +87,7 @@ StatsTotals sum_counters(const std::vector<const dp::WorkerCounters*>& counters)
     t.flows_active += counter_read(c.flows_active);
     t.flows_established += counter_read(c.flows_established);
     t.stateless_packets += counter_read(c.stateless_packets);
+    t.fast_path_packets += counter_read(c.fast_path_packets);
     t.arp_replies += counter_read(c.arp_replies);
     t.nd_adverts += counter_read(c.nd_adverts);
     t.echo_replies += counter_read(c.echo_replies);
@@ -128,6 +129,7 @@ nlohmann::json stats_json(const std::vector<const dp::Worker*>& workers,
   j["flows_active"] = t.flows_active;
   j["flows_established"] = t.flows_established;
   j["stateless_packets"] = t.stateless_packets;
+  j["fast_path_packets"] = t.fast_path_packets;
   j["flows_evicted"] = t.flows_evicted;
   j["handoff_in"] = t.handoff_in;
   j["handoff_out"] = t.handoff_out;

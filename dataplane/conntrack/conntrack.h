@@ -12,6 +12,7 @@
 // old slot comes round), one that shortens it (TIME_WAIT, a reset) re-files it at once.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #if defined(__SSE2__)
@@ -67,6 +68,8 @@ struct Flow {
   uint8_t flags = 0;
 };
 static_assert(sizeof(Flow) == 64, "a flow must stay one cache line");
+static_assert(offsetof(Flow, vip_port) == offsetof(Flow, client_port) + 2,
+              "FlowTable::matches_v4 compares both ports as one word, as they lie on the wire");
 
 enum class FlowDir : uint8_t { kOriginal = 0, kReply = 1 };
 
@@ -159,12 +162,43 @@ class FlowTable {
     }
   }
 
+  // The same in two steps that touch the second bucket only when it may be needed: with the
+  // index mostly empty, inserts leave most keys in their first bucket (the less loaded of the
+  // two, ties to the first), and a prefetch of the second would only queue another miss.
+  // First the first bucket; then, once it is in, the flows its signatures name, or when none
+  // matches the second bucket.
+  void prefetch_first_bucket(const BucketPair& bp) const { rte_prefetch0(&buckets_[bp.b[0]]); }
+  void prefetch_flows_or_second(uint32_t h, const BucketPair& bp) const {
+    const Bucket& bk = buckets_[bp.b[0]];
+    bool any = false;
+    for (uint32_t bits = sig_matches(bk, h); bits; bits &= bits - 1) {
+      const uint32_t ref = bk.ref[__builtin_ctz(bits)];
+      if (ref == kEmpty) continue;
+      rte_prefetch0(&flows_[ref >> 1]);
+      any = true;
+    }
+    if (!any) rte_prefetch0(&buckets_[bp.b[1]]);
+  }
+
   // The flow a packet belongs to, in either direction. Expired flows are reclaimed on the way.
   Flow* lookup(const Tuple& t, uint32_t h, uint32_t now_ms, FlowDir* dir) {
     return lookup(t, h, buckets_of(h), now_ms, dir);
   }
   MG_ALWAYS_INLINE Flow* lookup(const Tuple& t, uint32_t h, const BucketPair& bp, uint32_t now_ms,
                                 FlowDir* dir) {
+    return find<true>(t, h, bp, now_ms, dir);
+  }
+  // The same without side effects: an expired flow is left for lookup() (or the wheel) to
+  // reclaim and reported as absent. For a caller that may still hand the packet to lookup().
+  MG_ALWAYS_INLINE Flow* peek(const Tuple& t, uint32_t h, const BucketPair& bp, uint32_t now_ms,
+                              FlowDir* dir) {
+    return find<false>(t, h, bp, now_ms, dir);
+  }
+  // peek() for an IPv4 packet from its wire fields, loaded as they lie in memory: the
+  // addresses, and the source and destination ports together (as in the TCP/UDP header).
+  MG_ALWAYS_INLINE Flow* peek_v4(uint32_t src, uint32_t dst, uint32_t ports, uint8_t proto,
+                                 uint32_t h, const BucketPair& bp, uint32_t now_ms,
+                                 FlowDir* dir) const {
     for (uint32_t k = 0; k < 2; ++k) {
       const Bucket& bk = buckets_[bp.b[k]];
       for (uint32_t bits = sig_matches(bk, h); bits; bits &= bits - 1) {
@@ -172,12 +206,8 @@ class FlowTable {
         if (ref == kEmpty) continue;
         Flow& f = flows_[ref >> 1];
         const auto d = FlowDir(ref & 1);
-        if (!matches(f, d, t)) continue;
-        if (MG_UNLIKELY(int32_t(f.expire_ms - now_ms) <= 0)) {
-          remove(&f);
-          ++stats_.expired;
-          return nullptr;
-        }
+        if (!matches_v4(f, d, src, dst, ports, proto)) continue;
+        if (MG_UNLIKELY(int32_t(f.expire_ms - now_ms) <= 0)) return nullptr;
         *dir = d;
         return &f;
       }
@@ -198,10 +228,15 @@ class FlowTable {
     if (MG_LIKELY(f->state == TcpState::kEstablished &&
                   !(tcp_flags & (kTcpSyn | kTcpFin | kTcpRst)) &&
                   (dir == FlowDir::kOriginal || (f->flags & kFlowSeenReply)))) {
-      f->expire_ms = now_ms + timeouts_.tcp_established_ms;
+      touch_established(f, now_ms);
       return;
     }
     touch_slow(f, dir, tcp_flags, now_ms);
+  }
+  // That inline case alone, for a caller that has checked its conditions: a TCP flow in
+  // ESTABLISHED, a segment without SYN, FIN or RST, from the client or after a reply was seen.
+  MG_ALWAYS_INLINE void touch_established(Flow* f, uint32_t now_ms) {
+    f->expire_ms = now_ms + timeouts_.tcp_established_ms;
   }
 
   // Runs the timer wheel up to `now_ms`, reclaiming expired flows (at most kWheelBudget
@@ -266,6 +301,56 @@ class FlowTable {
     if (f.backend_port != t.sport || !(f.backend == t.src)) return false;
     if (f.mode == Mode::kFullnat) return f.local_port == t.dport && local(f) == t.dst;
     return f.client_port == t.dport && f.client == t.dst;
+  }
+  template <bool kReclaim>
+  MG_ALWAYS_INLINE Flow* find(const Tuple& t, uint32_t h, const BucketPair& bp, uint32_t now_ms,
+                              FlowDir* dir) {
+    for (uint32_t k = 0; k < 2; ++k) {
+      const Bucket& bk = buckets_[bp.b[k]];
+      for (uint32_t bits = sig_matches(bk, h); bits; bits &= bits - 1) {
+        const uint32_t ref = bk.ref[__builtin_ctz(bits)];
+        if (ref == kEmpty) continue;
+        Flow& f = flows_[ref >> 1];
+        const auto d = FlowDir(ref & 1);
+        if (!matches(f, d, t)) continue;
+        if (MG_UNLIKELY(int32_t(f.expire_ms - now_ms) <= 0)) {
+          if constexpr (kReclaim) {
+            remove(&f);
+            ++stats_.expired;
+          }
+          return nullptr;
+        }
+        *dir = d;
+        return &f;
+      }
+    }
+    return nullptr;
+  }
+  // `a` is the IPv4-mapped form of `v4` (4 bytes as on the wire, loaded as they lie in memory).
+  static MG_ALWAYS_INLINE bool is_mapped(const IpAddr& a, uint32_t v4) {
+#if defined(__SSE2__)
+    const __m128i want = _mm_set_epi32(int(v4), int(0xffff0000u), 0, 0);
+    const __m128i got = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.b));
+    return _mm_movemask_epi8(_mm_cmpeq_epi8(got, want)) == 0xffff;
+#else
+    uint64_t w[2];
+    std::memcpy(w, a.b, 16);
+    return w[0] == 0 && w[1] == (uint64_t(0xffff) << 16 | uint64_t(v4) << 32);
+#endif
+  }
+  // matches() for an IPv4 tuple given as peek_v4 takes it.
+  MG_ALWAYS_INLINE bool matches_v4(const Flow& f, FlowDir dir, uint32_t src, uint32_t dst,
+                                   uint32_t ports, uint8_t proto) const {
+    if (f.proto != proto) return false;
+    uint32_t fports;
+    if (dir == FlowDir::kOriginal) {
+      std::memcpy(&fports, &f.client_port, 4);  // client_port, vip_port
+      return fports == ports && is_mapped(f.client, src) && is_mapped(vip(f), dst);
+    }
+    const uint32_t dport = ports >> 16;
+    if (f.backend_port != uint16_t(ports) || !is_mapped(f.backend, src)) return false;
+    if (f.mode == Mode::kFullnat) return f.local_port == dport && is_mapped(local(f), dst);
+    return f.client_port == dport && is_mapped(f.client, dst);
   }
   void set_state(Flow* f, TcpState s);
   void wheel_insert(uint32_t idx);

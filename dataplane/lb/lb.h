@@ -53,6 +53,20 @@ inline uint32_t lb_flow_hash(const IpAddr& src, const IpAddr& dst, uint16_t spor
   return crc32c(&key, sizeof key, 0x6d5a6d5a);
 }
 
+// lb_flow_hash of an IPv4 packet from its wire fields, without building the 40-byte key: the
+// same CRC over the same bytes (each address IPv4-mapped: 10 zero bytes, ff ff, the address),
+// one 64-bit word at a time. `src`, `dst` and `ports` are loaded from the wire as they lie in
+// memory (source and destination port together, as in the TCP/UDP header).
+inline uint32_t lb_flow_hash_v4(uint32_t src, uint32_t dst, uint32_t ports, uint8_t proto) {
+  constexpr uint64_t kMapped = 0xffffull << 16;  // bytes 8..11 of a mapped address: 00 00 ff ff
+  uint64_t crc = _mm_crc32_u64(0x6d5a6d5a, 0);
+  crc = _mm_crc32_u64(crc, kMapped | uint64_t(src) << 32);
+  crc = _mm_crc32_u64(crc, 0);
+  crc = _mm_crc32_u64(crc, kMapped | uint64_t(dst) << 32);
+  crc = _mm_crc32_u64(crc, ports | uint64_t(proto) << 32);
+  return uint32_t(crc);
+}
+
 inline uint32_t lb_lookup(const uint32_t* table, uint32_t size, uint32_t flow_hash) {
   return table[flow_hash % size];
 }

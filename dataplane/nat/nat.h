@@ -93,6 +93,46 @@ MG_ALWAYS_INLINE void nat_rewrite(uint8_t* frame, PacketMeta* m, const IpAddr& a
   }
 }
 
+// nat_rewrite<kDst> followed by decrement_ttl, for an IPv4 TCP or UDP packet whose header
+// (at `ip`, 20 bytes or more) and transport header (at `l4`) are known good: the same bytes,
+// with the address change and the TTL change folded into one IPv4 header checksum update
+// (one's-complement addition is associative, and a sum of non-zero terms never folds to 0).
+// `addr4` is the new address as on the wire. The caller has checked the TTL is > 1.
+// csum_apply_delta for a delta of one 32-bit and two 16-bit terms (under 2^34 + 2^17): three
+// 16-bit folds take the sum to 16 bits. Folding keeps the value modulo 0xffff and never makes
+// a non-zero sum zero, so any order of folds ends on the same 16-bit value.
+MG_ALWAYS_INLINE void csum_apply_small_delta(uint8_t* csum, uint64_t delta) {
+  uint64_t s = uint64_t(uint16_t(~csum_load(csum))) + delta;  // < 2^35
+  s = (s & 0xffff) + (s >> 16);                                 // < 2^16 + 2^19
+  s = (s & 0xffff) + (s >> 16);                                 // < 2^16 + 2^4
+  s = (s & 0xffff) + (s >> 16);                                 // < 2^16
+  csum_store(csum, uint16_t(~s));
+}
+
+template <bool kDst>
+MG_ALWAYS_INLINE void nat_rewrite_ipv4_ttl(uint8_t* ip, uint8_t* l4, uint8_t proto,
+                                           const uint8_t* addr4, uint16_t port_be) {
+  uint8_t* field = ip + (kDst ? 16 : 12);
+  const uint64_t addr_delta = csum_delta32(field, addr4);
+  // TTL and protocol share one 16-bit word, the TTL first. The new word is built, not read
+  // back after the byte store (a wide load of a narrower store stalls store forwarding).
+  const uint8_t ttl_proto[2] = {uint8_t(ip[8] - 1), ip[9]};
+  const uint16_t old_ttl_word = ld16(ip + 8);
+  const uint16_t new_ttl_word = ld16(ttl_proto);
+  ip[8] = ttl_proto[0];
+  csum_apply_small_delta(ip + 10, addr_delta + csum_delta16(old_ttl_word, new_ttl_word));
+  std::memcpy(field, addr4, 4);
+  uint8_t* pfield = l4 + (kDst ? 2 : 0);
+  const uint64_t l4_delta = addr_delta + csum_delta16(ld16(pfield), port_be);
+  if (proto == kProtoTcp) {
+    csum_apply_small_delta(l4 + 16, l4_delta);
+  } else if (csum_load(l4 + 6) != 0) {  // UDP: a checksum of 0 means "none" (RFC 768)
+    csum_apply_small_delta(l4 + 6, l4_delta);
+    udp_csum_fixup(l4 + 6);
+  }
+  st16(pfield, port_be);
+}
+
 // Decrements TTL / hop limit. The caller has checked it is > 1.
 MG_ALWAYS_INLINE void decrement_ttl(uint8_t* frame, PacketMeta* m) {
   uint8_t* ip = frame + m->l3_off;

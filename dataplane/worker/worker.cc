@@ -14,6 +14,7 @@
 #include <rte_ring.h>
 #include <rte_ring_elem.h>
 
+#include <algorithm>
 #include <new>
 
 #include "dataplane/lb/lb.h"
@@ -70,6 +71,63 @@ uint32_t mbuf_sum(const rte_mbuf* m, uint32_t off, uint32_t len) {
   uint16_t s = 0;
   rte_raw_cksum_mbuf(m, off, len, &s);
   return s;
+}
+
+// TCP options the fast path accepts without a walk: none, or NOP NOP timestamps (what Linux
+// and most stacks put on every segment once timestamps are negotiated, RFC 7323 appendix A).
+constexpr uint32_t kNopNopTimestamps = 0x0101080a;  // as rd32 reads it
+
+// stage_fast's first test: a frame the parser's fast path would take and fill in exactly, whose
+// flow stage_flow would look up: unicast to us, untagged IPv4 without options (its header
+// checksum valid), not a fragment, from a legal source, with a TTL to decrement; UDP, or TCP
+// with no options or timestamps only and no SYN, FIN or RST (those change the connection's
+// state: the stages take them). Reads only the frame's first 58 bytes.
+MG_ALWAYS_INLINE bool fast_candidate(const rte_mbuf* m, const uint8_t* d, uint64_t our_mac) {
+  constexpr uint32_t kL4 = kEthHdrLen + kIpv4HdrLen;
+  const uint32_t len = m->pkt_len;
+  if (MG_UNLIKELY(m->data_len != len || len < kL4 + kUdpHdrLen)) return false;
+  // Words as they lie in memory (little-endian loads of wire bytes).
+  uint64_t eth;
+  uint32_t type_vhl, frag_ttl_proto;
+  std::memcpy(&eth, d, 8);                   // destination MAC, 2 bytes of the source
+  std::memcpy(&type_vhl, d + 12, 4);         // ethertype, version/IHL, TOS
+  const uint8_t* ip = d + kEthHdrLen;
+  std::memcpy(&frag_ttl_proto, ip + 6, 4);   // flags/fragment offset, TTL, protocol
+  if ((eth ^ our_mac) << 16) return false;
+  if ((type_vhl & 0xffffff) != 0x450008) return false;  // 08 00 45: IPv4, 20-byte header
+  const uint32_t total = rd16(ip + 2);
+  if (total < kIpv4HdrLen || total > len - kEthHdrLen) return false;
+  if (frag_ttl_proto & 0xff3f) return false;  // MF or a fragment offset
+  if (uint8_t(frag_ttl_proto >> 16) <= 1) return false;  // TTL
+  const uint8_t s0 = ip[12];
+  if (s0 >= 224 || s0 == 127 || s0 == 0) return false;
+  const uint64_t ip_ck = m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK;
+  if (ip_ck != RTE_MBUF_F_RX_IP_CKSUM_GOOD) {
+    if (ip_ck == RTE_MBUF_F_RX_IP_CKSUM_BAD) return false;
+    uint32_t x[5];
+    std::memcpy(x, ip, 20);
+    uint64_t sum = uint64_t(x[0]) + x[1] + x[2] + x[3] + x[4];
+    sum = (sum & 0xffffffff) + (sum >> 32);
+    sum = (sum & 0xffffffff) + (sum >> 32);
+    sum = (sum & 0xffff) + (sum >> 16);
+    sum = (sum & 0xffff) + (sum >> 16);
+    if (sum != 0xffff) return false;
+  }
+  const uint8_t* l4 = ip + kIpv4HdrLen;
+  const uint32_t l4_len = total - kIpv4HdrLen;
+  if (ip[9] == kProtoTcp) {
+    if (l4_len < kTcpHdrLen || len < kL4 + kTcpHdrLen) return false;
+    const uint8_t flags = l4[13];
+    if ((flags & (kTcpSyn | kTcpFin | kTcpRst)) || !(flags & 0x3f)) return false;
+    const uint32_t doff = uint32_t(l4[12] >> 4) * 4;
+    if (doff == kTcpHdrLen) return true;
+    return doff == kTcpHdrLen + 12 && doff <= l4_len && rd32(l4 + kTcpHdrLen) == kNopNopTimestamps;
+  }
+  if (ip[9] == kProtoUdp) {
+    const uint16_t ulen = rd16(l4 + 4);
+    return l4_len >= kUdpHdrLen && ulen >= kUdpHdrLen && ulen <= l4_len;
+  }
+  return false;
 }
 
 }  // namespace
@@ -324,6 +382,20 @@ void Worker::update_clock(rte_mbuf** pkts, uint16_t n) {
 }
 
 void Worker::process_burst(uint16_t in_port, rte_mbuf** pkts, uint16_t n) {
+  fast_hashed_ = 0;
+  fast_flows_prefetched_ = false;
+  if (in_port != kFromHandoff) {
+    if (fast_skip_) {
+      --fast_skip_;
+    } else if (stage_fast(in_port, pkts, n) == n) {
+      fast_backoff_ = 0;
+      return;
+    } else if (fast_hashed_ == n) {
+      // Past the first pass: the burst's flows were missing or not plain established ones.
+      fast_skip_ = fast_backoff_;
+      fast_backoff_ = uint8_t(std::clamp<uint32_t>(2u * fast_backoff_, 1, kFastBackoffMax));
+    }
+  }
   stage_parse(in_port, pkts, n);
   stage_classify(pkts, n);
   if (in_port != kFromHandoff) stage_l2(in_port, pkts, n);
@@ -338,6 +410,104 @@ void Worker::process_burst(uint16_t in_port, rte_mbuf** pkts, uint16_t n) {
   stage_route(pkts, n);
   stage_dispatch(pkts, n);
   if (proxy_) send_generated();
+}
+
+// ---- established-flow fast path ----------------------------------------------------------
+
+// What stage_parse, stage_classify, stage_flow, stage_route and stage_dispatch do to a burst of
+// established dnat packets (either direction) whose next hops are cached, fused into passes
+// that each do one kind of work over the whole burst, so that memory loads of later packets
+// overlap the work on earlier ones: 1) check the frame and hash its tuple, prefetch its two
+// buckets; 2) prefetch the flows whose signatures match; 3) find the flow and check that the
+// stages would forward the packet straight through (no ICMP error, no state change outside the
+// flow, a cached next hop, within the MTU); 4) touch, translate, count, L2 and TX.
+// Passes 1-3 only read: the first packet that would do anything else (start a flow, be
+// dropped, wait for a neighbor, an ARP...) returns the whole burst to the stages as it came.
+// Given that, the result is the stages' to the byte: the packets of a fast burst can only
+// affect each other through their flows' state and expiry, which pass 4 updates in burst
+// order, as stage_flow does.
+uint16_t Worker::stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n) {
+  uint64_t our_mac = 0;  // in the low 6 bytes, as fast_candidate loads a frame's first 8
+  std::memcpy(&our_mac, p_.ports[in_port].mac.b.data(), 6);
+  constexpr uint32_t kAhead = 4;
+  for (uint16_t i = 0; i < n && i < kAhead; ++i) rte_prefetch0(rte_pktmbuf_mtod(pkts[i], void*));
+  for (uint16_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + kAhead], void*));
+    const uint8_t* d = rte_pktmbuf_mtod(pkts[i], const uint8_t*);
+    if (!fast_candidate(pkts[i], d, our_mac)) {
+      fast_hashed_ = i;
+      return 0;
+    }
+    const uint8_t* ip = d + kEthHdrLen;
+    uint32_t src, dst, ports;
+    std::memcpy(&src, ip + 12, 4);
+    std::memcpy(&dst, ip + 16, 4);
+    std::memcpy(&ports, ip + kIpv4HdrLen, 4);
+    hash_[i] = lb_flow_hash_v4(src, dst, ports, ip[9]);
+    bp_[i] = flows_.buckets_of(hash_[i]);
+    flows_.prefetch_first_bucket(bp_[i]);
+  }
+  fast_hashed_ = n;
+  for (uint16_t i = 0; i < n; ++i) flows_.prefetch_flows_or_second(hash_[i], bp_[i]);
+  fast_flows_prefetched_ = true;
+
+  const uint32_t now_ms = now_ms_of(now_ns_);
+  const uint64_t version = snap_->version;
+  const bool resets = !snap_->reset_stat_ids.empty();
+  uint32_t reply = 0;  // bit i: packet i is a reply
+  for (uint16_t i = 0; i < n; ++i) {
+    const uint8_t* ip = rte_pktmbuf_mtod_offset(pkts[i], const uint8_t*, kEthHdrLen);
+    uint32_t src, dst, ports;
+    std::memcpy(&src, ip + 12, 4);
+    std::memcpy(&dst, ip + 16, 4);
+    std::memcpy(&ports, ip + kIpv4HdrLen, 4);
+    FlowDir dir;
+    Flow* f = flows_.peek_v4(src, dst, ports, ip[9], hash_[i], bp_[i], now_ms, &dir);
+    if (!f || f->mode != Mode::kDnat || (resets && snap_->reset_flows_of(f->stat_id))) return 0;
+    // A TCP segment must leave its flow as it is but for the expiry (the inline case of
+    // FlowTable::touch): then the touches of a burst commute, and stage_flow's order (all
+    // client packets before all replies) and this one's (burst order) end the same. UDP
+    // touches commute anyway (they set the expiry and the seen-reply flag).
+    if (ip[9] == kProtoTcp && (f->state != TcpState::kEstablished ||
+                               (dir == FlowDir::kReply && !(f->flags & kFlowSeenReply)))) {
+      return 0;
+    }
+    const IpAddr& to = dir == FlowDir::kOriginal ? f->backend : f->client;
+    const NhCacheEntry& ce = nh_cache_[nh_slot(to)];
+    if (ce.snap_version != version || ce.neigh_gen != neigh_gen_ || !(ce.dst == to) ||
+        rd16(ip + 2) > p_.ports[ce.port].mtu) {
+      return 0;
+    }
+    flow_[i] = f;
+    fast_nh_[i] = &ce;
+    reply |= uint32_t(dir) << i;
+  }
+
+  for (uint16_t i = 0; i < n; ++i) {
+    rte_mbuf* m = pkts[i];
+    uint8_t* d = rte_pktmbuf_mtod(m, uint8_t*);
+    uint8_t* ip = d + kEthHdrLen;
+    uint8_t* l4 = ip + kIpv4HdrLen;
+    const uint8_t proto = ip[9];
+    Flow* f = flow_[i];
+    const FlowDir dir = FlowDir(reply >> i & 1);
+    // TCP: pass 3 checked what touch() checks for its inline case (pass 1 the flags).
+    if (proto == kProtoTcp) flows_.touch_established(f, now_ms);
+    else flows_.touch(f, dir, 0, now_ms);
+    if (dir == FlowDir::kReply) {
+      nat_rewrite_ipv4_ttl<false>(ip, l4, proto, flows_.vip(*f).v4_ptr(), f->vip_port);
+    } else {
+      nat_rewrite_ipv4_ttl<true>(ip, l4, proto, f->backend.v4_ptr(), f->backend_port);
+    }
+    counter_add(backend_counters_[f->stat_id].packets, 1);
+    counter_add(backend_counters_[f->stat_id].bytes, m->pkt_len);
+    const NhCacheEntry& ce = *fast_nh_[i];
+    std::memcpy(d, ce.mac.b.data(), 6);
+    std::memcpy(d + 6, p_.ports[ce.port].mac.b.data(), 6);
+    tx(ce.port, m);
+  }
+  counter_add(counters_.fast_path_packets, n);
+  return n;
 }
 
 // ---- parse -------------------------------------------------------------------------------
@@ -392,14 +562,16 @@ void Worker::stage_classify(rte_mbuf** pkts, uint16_t n) {
       continue;
     }
     const bool l4 = trackable(m);
-    if (l4) {
-      // Bulk lookup, first phase: hash every packet and prefetch its two buckets.
+    // Bulk lookup, first phase: hash every packet and prefetch its two buckets (stage_fast did
+    // for its first fast_hashed_ packets, all IPv4 TCP/UDP: the same values).
+    if (l4 && i >= fast_hashed_) {
       hash_[i] = FlowTable::hash(Tuple{m.src, m.dst, m.sport, m.dport, m.l4_proto});
       bp_[i] = flows_.buckets_of(hash_[i]);
       flows_.prefetch_buckets(bp_[i]);
     }
     next_[i] = l4 ? kNextFlow : kNextLookup;
   }
+  if (fast_flows_prefetched_) return;
   // Second phase: the buckets have had the rest of the burst to arrive; prefetch the flows
   // whose signatures match.
   for (uint16_t i = 0; i < n; ++i) {

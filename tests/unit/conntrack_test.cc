@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 
 #include "dataplane/conntrack/conntrack.h"
@@ -122,6 +123,85 @@ TEST_F(FlowTableTest, lookup_does_not_return_an_expired_flow_and_counts_it) {
   EXPECT_EQ(find(client(1, kProtoUdp), 6000), nullptr);
   EXPECT_EQ(table_.stats().expired, 1u);
   EXPECT_EQ(table_.active(), 0u);
+}
+
+TEST_F(FlowTableTest, peek_finds_what_lookup_finds_and_leaves_an_expired_flow_to_lookup) {
+  ConntrackTimeouts to;
+  to.udp_ms = 5000;
+  ASSERT_TRUE(init(1024, to));
+  Flow* f = table_.insert(client(1, kProtoUdp), dnat(), 1000);
+  ASSERT_NE(f, nullptr);
+  const Tuple reply = table_.reply_tuple(*f);
+  for (const Tuple& t : {client(1, kProtoUdp), reply}) {
+    const uint32_t h = FlowTable::hash(t);
+    FlowDir pd, ld;
+    EXPECT_EQ(table_.peek(t, h, table_.buckets_of(h), 5999, &pd), f);
+    EXPECT_EQ(table_.lookup(t, h, 5999, &ld), f);
+    EXPECT_EQ(pd, ld);
+  }
+  const Tuple other = client(2, kProtoUdp);
+  FlowDir d;
+  EXPECT_EQ(table_.peek(other, FlowTable::hash(other),
+                        table_.buckets_of(FlowTable::hash(other)), 5999, &d), nullptr);
+  const uint32_t h = FlowTable::hash(client(1, kProtoUdp));
+  EXPECT_EQ(table_.peek(client(1, kProtoUdp), h, table_.buckets_of(h), 6000, &d), nullptr);
+  EXPECT_EQ(table_.stats().expired, 0u);
+  EXPECT_EQ(table_.active(), 1u);
+  EXPECT_EQ(find(client(1, kProtoUdp), 6000), nullptr);
+  EXPECT_EQ(table_.stats().expired, 1u);
+  EXPECT_EQ(table_.active(), 0u);
+}
+
+// peek_v4 takes the wire fields of an IPv4 packet and must find what peek finds for the same
+// tuple: flows of every mode in both directions, near misses (one field off) and strangers.
+TEST_F(FlowTableTest, peek_v4_finds_what_peek_finds_from_the_wire_fields) {
+  ASSERT_TRUE(init(4096));
+  std::mt19937 rng(3);
+  std::vector<Tuple> probes;
+  for (uint32_t i = 0; i < 1000; ++i) {
+    const Mode mode = i % 4 == 0 ? Mode::kFullnat : i % 4 == 1 ? Mode::kDsrIpip : Mode::kDnat;
+    FlowTarget to = dnat(mode);
+    to.backend = IpAddr::v4(0xc6336400 | (rng() & 0xff));
+    to.backend_port = uint16_t(rng());
+    if (mode == Mode::kFullnat) {
+      to.local_id = kLocalId;
+      to.local_port = uint16_t(rng());
+    }
+    const Tuple t{IpAddr::v4(0xc0000000 | (rng() & 0xffff)), addrs_[kVipId], uint16_t(rng()),
+                  uint16_t(rng()), i % 3 ? kProtoTcp : kProtoUdp};
+    Flow* f = table_.insert(t, to, 0);
+    ASSERT_NE(f, nullptr);
+    probes.push_back(t);
+    if (mode != Mode::kDsrIpip) probes.push_back(table_.reply_tuple(*f));
+  }
+  for (size_t n = probes.size(), k = 0; k < n; ++k) {  // near misses
+    Tuple t = probes[k];
+    switch (rng() % 5) {
+      case 0: t.src.b[15] ^= 1; break;
+      case 1: t.dst.b[12] ^= 0x80; break;
+      case 2: t.sport ^= 0x100; break;
+      case 3: t.dport ^= 1; break;
+      default: t.proto = t.proto == kProtoTcp ? kProtoUdp : kProtoTcp; break;
+    }
+    probes.push_back(t);
+  }
+  int found = 0;
+  for (const Tuple& t : probes) {
+    uint32_t src, dst;
+    std::memcpy(&src, t.src.v4_ptr(), 4);
+    std::memcpy(&dst, t.dst.v4_ptr(), 4);
+    const uint32_t ports = uint32_t(t.sport) | uint32_t(t.dport) << 16;  // as loaded from the wire
+    const uint32_t h = FlowTable::hash(t);
+    FlowDir d1 = FlowDir::kOriginal, d2 = FlowDir::kReply;
+    Flow* a = table_.peek(t, h, table_.buckets_of(h), 1, &d1);
+    Flow* b = table_.peek_v4(src, dst, ports, t.proto, h, table_.buckets_of(h), 1, &d2);
+    ASSERT_EQ(a, b);
+    if (a) {
+      EXPECT_EQ(d1, d2);
+      ++found;
+    }
+  }
+  EXPECT_GE(found, 1750);  // every inserted key (1000 originals, 750 replies), few near misses
 }
 
 TEST_F(FlowTableTest, the_timer_wheel_reclaims_idle_flows_without_lookups_and_keeps_refreshed_ones) {

@@ -193,5 +193,26 @@ TEST(Maglev, flow_hash_is_stable_across_builds) {
   EXPECT_NE(h, lb_flow_hash(IpAddr::v4(0xc0000201), IpAddr::v4(0xcb00710a), 0x3931, 0x5000, 6));
 }
 
+TEST(Maglev, the_ipv4_flow_hash_from_wire_fields_is_the_flow_hash) {
+  std::mt19937 rng(11);
+  for (int i = 0; i < 100000; ++i) {
+    const uint32_t src = rng(), dst = rng(), ports = rng();
+    const uint8_t proto = uint8_t(rng());
+    IpAddr s = IpAddr::v4(0), d = IpAddr::v4(0);
+    std::memcpy(&s.b[12], &src, 4);
+    std::memcpy(&d.b[12], &dst, 4);
+    const uint16_t sport = uint16_t(ports), dport = uint16_t(ports >> 16);  // as in memory
+    ASSERT_EQ(lb_flow_hash_v4(src, dst, ports, proto), lb_flow_hash(s, d, sport, dport, proto))
+        << i;
+  }
+  // The pinned vector above, from the wire bytes 192.0.2.1:0x3930 -> 203.0.113.10:0x5000.
+  const uint8_t wire[12] = {192, 0, 2, 1, 203, 0, 113, 10, 0x30, 0x39, 0x00, 0x50};
+  uint32_t src, dst, ports;
+  std::memcpy(&src, wire, 4);
+  std::memcpy(&dst, wire + 4, 4);
+  std::memcpy(&ports, wire + 8, 4);
+  EXPECT_EQ(lb_flow_hash_v4(src, dst, ports, 6), 0xcbfc0f11u);
+}
+
 }  // namespace
 }  // namespace meshgate::dp

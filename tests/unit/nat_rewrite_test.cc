@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 
 #include "dataplane/nat/nat.h"
@@ -100,6 +101,45 @@ TEST(NatRewrite, every_rewrite_keeps_all_checksums_valid_and_touches_only_its_fi
     EXPECT_TRUE(std::equal(f.begin() + payload_off, f.end(), before.begin() + payload_off));
   }
   EXPECT_EQ(rewrites, 20000);
+}
+
+// The fast path's fused rewrite gives the bytes of nat_rewrite followed by decrement_ttl, for
+// any checksum field values (valid or not, 0 and 0xffff included), any addresses and ports.
+TEST(NatRewrite, the_fused_ipv4_rewrite_and_ttl_decrement_give_the_same_bytes) {
+  std::mt19937 rng(9);
+  const uint16_t edge[] = {0x0000, 0xffff, 0x0001, 0xfffe, 0x8000, 0x7fff};
+  auto pick16 = [&] { return rng() % 3 == 0 ? edge[rng() % 6] : uint16_t(rng()); };
+  for (int iter = 0; iter < 200000; ++iter) {
+    const int kind = int(rng() % 2);
+    Bytes f = random_frame(rng, false, kind, kind == 1 && rng() % 4 == 0);
+    f[14 + 8] = uint8_t(2 + rng() % 254);                // TTL
+    if (rng() & 1) {
+      for (int k = 0; k < 4; ++k) f[14 + 12 + k] = uint8_t(rng());  // any legal source
+      f[14 + 12] = uint8_t(1 + rng() % 126);
+    }
+    const uint16_t ip_csum = pick16();
+    std::memcpy(&f[14 + 10], &ip_csum, 2);
+    const uint32_t l4_csum_off = 14 + 20 + (kind == 0 ? 16 : 6);
+    if (kind == 0 || f[l4_csum_off] || f[l4_csum_off + 1]) {  // a zero UDP checksum stays zero
+      const uint16_t c = pick16();
+      std::memcpy(&f[l4_csum_off], &c, 2);
+    }
+    PacketMeta m;
+    ASSERT_EQ(dp::parse_packet(f.data(), uint32_t(f.size()), &m, false), dp::Drop::kNone);
+    const bool dst = rng() & 1;
+    IpAddr to = IpAddr::v4(rng());
+    if (rng() % 8 == 0) to = dst ? m.dst : m.src;        // no address change
+    const uint16_t port = rng() % 8 == 0 ? (dst ? m.dport : m.sport) : pick16();
+    Bytes want = f;
+    PacketMeta wm = m;
+    if (dst) dp::nat_rewrite<true>(want.data(), &wm, to, port);
+    else dp::nat_rewrite<false>(want.data(), &wm, to, port);
+    dp::decrement_ttl(want.data(), &wm);
+    uint8_t* ip = f.data() + 14;
+    if (dst) dp::nat_rewrite_ipv4_ttl<true>(ip, ip + 20, m.l4_proto, to.v4_ptr(), port);
+    else dp::nat_rewrite_ipv4_ttl<false>(ip, ip + 20, m.l4_proto, to.v4_ptr(), port);
+    ASSERT_EQ(f, want) << "iter " << iter;
+  }
 }
 
 }  // namespace

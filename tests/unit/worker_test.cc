@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <map>
 
 #include "dataplane/lb/lb.h"
@@ -120,6 +121,176 @@ TEST(WorkerDrops, each_unwanted_frame_is_dropped_with_its_reason_and_nothing_is_
     EXPECT_EQ(h.counters().flows_created, 0u);
     EXPECT_TRUE(h.balanced());
   }
+}
+
+// ---- the established-flow fast path ----------------------------------------------------------
+
+// Traffic of established dnat flows of every kind stage_fast takes: TCP both ways (payloads,
+// NOP NOP timestamps, TTL 2, a full-MTU frame), UDP both ways (with and without checksum).
+struct FastCase {
+  std::vector<Bytes> setup;                // handshakes and first exchanges, one frame a burst
+  std::vector<Bytes> est;                  // one established frame of each kind
+  std::vector<std::vector<Bytes>> bursts;  // then these, each one burst
+};
+
+FastCase fast_case(const ctl::Config& cfg) {
+  FastCase c;
+  pkt::TcpOptions ts;
+  ts.ts_val = 123456;
+  ts.ts_ecr = 654321;
+  std::vector<Bytes>& est = c.est;  // TCP flow i: est[2i] client, est[2i+1] backend; then UDP
+  for (int i = 0; i < 6; ++i) {
+    const std::string client = "192.0.2." + std::to_string(60 + i);
+    const uint16_t cport = uint16_t(41000 + i);
+    const std::string be = expected_backend(cfg, "web", client.c_str(), cport);
+    const std::string bip = be.substr(0, be.find(':'));
+    const pkt::EthHdr from_backend{kGw, kBackendMac.at(bip)};
+    c.setup.push_back(tcp_frame(client.c_str(), cport, "203.0.113.10", 80, pkt::kTcpSyn));
+    c.setup.push_back(tcp_frame(bip.c_str(), 8080, client.c_str(), cport,
+                                pkt::kTcpSyn | pkt::kTcpAck, 64, from_backend));
+    c.setup.push_back(tcp_frame(client.c_str(), cport, "203.0.113.10", 80, pkt::kTcpAck));
+    pkt::IpHdr ip;
+    ip.src = A(client.c_str());
+    ip.dst = A("203.0.113.10");
+    ip.ttl = uint8_t(i == 5 ? 2 : 64);
+    ip.df = i & 1;
+    ip.id = uint16_t(i * 977);
+    pkt::TcpHdr t;
+    t.sport = cport;
+    t.dport = 80;
+    t.seq = 5000 + i;
+    t.flags = pkt::kTcpAck | pkt::kTcpPsh;
+    if (i % 2 == 0) t.options = pkt::tcp_options(ts);
+    const size_t len = i == 3 ? 1500 - 20 - 20 : size_t(1 + i * 37);
+    est.push_back(pkt::build_tcp(kToGw, ip, t, Bytes(len, uint8_t(i))));
+    pkt::IpHdr rip;
+    rip.src = A(bip.c_str());
+    rip.dst = A(client.c_str());
+    rip.ttl = uint8_t(i == 4 ? 2 : 63);
+    pkt::TcpHdr r;
+    r.sport = 8080;
+    r.dport = cport;
+    r.flags = pkt::kTcpAck;
+    if (i % 3 == 0) r.options = pkt::tcp_options(ts);
+    est.push_back(pkt::build_tcp(from_backend, rip, r, Bytes(size_t(i * 11), 0x5a)));
+  }
+  for (int i = 0; i < 4; ++i) {
+    const std::string client = "192.0.2." + std::to_string(80 + i);
+    const uint16_t cport = uint16_t(42000 + i);
+    const std::string be = expected_backend(cfg, "dns", client.c_str(), cport);
+    const std::string bip = be.substr(0, be.find(':'));
+    const pkt::EthHdr from_backend{kGw, kBackendMac.at(bip)};
+    const pkt::Csum csum = i == 3 ? pkt::Csum::kZero : pkt::Csum::kValid;
+    c.setup.push_back(udp_frame(client.c_str(), cport, "203.0.113.10", 53, kToGw, csum));
+    c.setup.push_back(udp_frame(bip.c_str(), 5353, client.c_str(), cport, from_backend, csum));
+    est.push_back(udp_frame(client.c_str(), cport, "203.0.113.10", 53, kToGw, csum));
+    est.push_back(udp_frame(bip.c_str(), 5353, client.c_str(), cport, from_backend, csum));
+  }
+  // Bursts of 1 to 31 frames (one more must fit the stages' variant in one RX burst), the
+  // kinds interleaved differently in each.
+  size_t k = 0;
+  for (size_t size : {size_t(1), size_t(7), size_t(20), size_t(31), size_t(31)}) {
+    std::vector<Bytes> b;
+    for (size_t j = 0; j < size; ++j, k += 7) b.push_back(est[k % est.size()]);
+    c.bursts.push_back(b);
+  }
+  return c;
+}
+
+// The fast path must give the stages' result: the same bursts, once as they are (stage_fast
+// takes them) and once with a frame for another MAC appended (dropped at parse, touching
+// nothing, it sends the whole burst through the stages), give the same frames, counters and
+// flow entries.
+TEST(WorkerFastPath, established_bursts_give_the_stages_result_to_the_byte) {
+  DataplaneHarness fast(kDemoTopology), stages(kDemoTopology);
+  const FastCase c = fast_case(fast.config());
+  Bytes other_mac = tcp_frame("192.0.2.60", 41000, "203.0.113.10", 80, pkt::kTcpAck);
+  other_mac[5] = 0x99;
+  uint64_t t = kT0;
+  for (const Bytes& f : c.setup) {
+    ASSERT_EQ(fast.send(f, t), stages.send(f, t));
+    t += 1000;
+  }
+  // (UDP replies in the setup already take the fast path: they only set the seen-reply flag.)
+  const uint64_t base = fast.counters().fast_path_packets;
+  ASSERT_EQ(stages.counters().fast_path_packets, base);
+  uint64_t sent = 0;
+  for (const auto& burst : c.bursts) {
+    std::vector<Bytes> with_other = burst;
+    with_other.push_back(other_mac);
+    t += 1'000'000;  // a millisecond: the expiry moves
+    const auto out = fast.send(burst, t);
+    EXPECT_EQ(out, stages.send(with_other, t));
+    EXPECT_EQ(out.size(), burst.size());
+    for (const Bytes& f : out) expect_valid_checksums(f);
+    sent += burst.size();
+    EXPECT_EQ(fast.counters().fast_path_packets, base + sent);
+  }
+  EXPECT_EQ(stages.counters().fast_path_packets, base);
+  EXPECT_EQ(stages.drops(Drop::kL2NotForUs), c.bursts.size());
+  EXPECT_EQ(fast.drops_total(), 0u);
+  for (const char* svc : {"web", "dns"}) {
+    for (const auto& s : fast.config().services) {
+      if (s.name != svc) continue;
+      for (const auto& b : s.backends) {
+        const std::string ep = b.address.str() + ":" + std::to_string(b.port);
+        EXPECT_EQ(fast.backend(svc, ep).packets, stages.backend(svc, ep).packets) << ep;
+        EXPECT_EQ(fast.backend(svc, ep).bytes, stages.backend(svc, ep).bytes) << ep;
+        EXPECT_EQ(fast.backend(svc, ep).flows, stages.backend(svc, ep).flows) << ep;
+      }
+    }
+  }
+  EXPECT_EQ(fast.counters().tx_packets, stages.counters().tx_packets);
+  EXPECT_EQ(fast.counters().tx_bytes, stages.counters().tx_bytes);
+  const dp::FlowTable& ff = fast.worker().flows();
+  const dp::FlowTable& sf = stages.worker().flows();
+  ASSERT_EQ(ff.active(), sf.active());
+  EXPECT_EQ(ff.established(), sf.established());
+  for (uint32_t i = 0; i < ff.capacity(); ++i) {
+    ASSERT_EQ(ff.at(i) == nullptr, sf.at(i) == nullptr) << i;
+    if (ff.at(i)) {
+      EXPECT_EQ(std::memcmp(ff.at(i), sf.at(i), sizeof(dp::Flow)), 0) << i;
+    }
+  }
+}
+
+// A packet the fast path does not take anywhere in a burst (here a FIN, then a SYN of a new
+// flow, then an ARP request) sends the whole burst through the stages, which close the flow,
+// create the new one and answer the ARP.
+TEST(WorkerFastPath, a_burst_with_any_other_packet_goes_through_the_stages) {
+  DataplaneHarness h(kDemoTopology);
+  const FastCase c = fast_case(h.config());
+  uint64_t t = kT0;
+  for (const Bytes& f : c.setup) h.send(f, t += 1000);
+  std::vector<Bytes> burst = c.bursts[2];
+  burst.insert(burst.begin() + 3,
+               tcp_frame("192.0.2.61", 41001, "203.0.113.10", 80, pkt::kTcpFin | pkt::kTcpAck));
+  burst.push_back(tcp_frame("192.0.2.99", 43000, "203.0.113.10", 80, pkt::kTcpSyn));
+  const uint64_t base = h.counters().fast_path_packets;
+  const auto out = h.send(burst, t += 1000);
+  EXPECT_EQ(out.size(), burst.size());
+  EXPECT_EQ(h.counters().fast_path_packets, base);
+  EXPECT_EQ(h.counters().flows_created, 6u + 4u + 1u);
+  EXPECT_EQ(h.worker().flows().established(), 5u);  // the FIN's flow closes, the SYN's opens
+  pkt::ArpHdr a;
+  a.op = 1;
+  a.sha = kRouter;
+  a.spa = A("198.51.100.254");
+  a.tpa = A("203.0.113.10");
+  // Flows 2 and 3 both ways, and UDP flow 0 both ways: untouched by the FIN.
+  const std::vector<Bytes> others = {c.est[4], c.est[5], c.est[6], c.est[7], c.est[12], c.est[13]};
+  std::vector<Bytes> with_arp = others;
+  with_arp.insert(with_arp.begin() + 2, pkt::build_arp({pkt::broadcast_mac(), kRouter}, a));
+  EXPECT_EQ(h.send(with_arp, t += 1000).size(), with_arp.size());
+  EXPECT_EQ(h.counters().arp_replies, 1u);
+  EXPECT_EQ(h.counters().fast_path_packets, base);
+  EXPECT_EQ(h.send(others, t += 1000).size(), others.size());
+  EXPECT_EQ(h.counters().fast_path_packets, base + others.size());
+  std::vector<Bytes> full;  // a whole RX burst
+  for (size_t i = 0; i < dp::kBurst; ++i) full.push_back(others[i % others.size()]);
+  EXPECT_EQ(h.send(full, t += 1000).size(), full.size());
+  EXPECT_EQ(h.counters().fast_path_packets, base + others.size() + dp::kBurst);
+  EXPECT_TRUE(h.balanced());
 }
 
 // ---- DNAT forward and reverse ---------------------------------------------------------------
