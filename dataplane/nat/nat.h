@@ -137,9 +137,12 @@ MG_ALWAYS_INLINE void nat_rewrite_ipv4_ttl(uint8_t* ip, uint8_t* l4, uint8_t pro
 MG_ALWAYS_INLINE void decrement_ttl(uint8_t* frame, PacketMeta* m) {
   uint8_t* ip = frame + m->l3_off;
   if (m->l3 == L3::kIpv4) {
-    const uint16_t old_word = ld16(ip + 8);  // TTL and protocol share one 16-bit word
-    ip[8] = uint8_t(ip[8] - 1);
-    csum_replace2(ip + 10, old_word, ld16(ip + 8));
+    // TTL and protocol share one 16-bit word. The new word is built, not read back after the
+    // byte store (a wide load of a narrower store stalls store forwarding).
+    const uint16_t old_word = ld16(ip + 8);
+    const uint8_t ttl_proto[2] = {uint8_t(ip[8] - 1), ip[9]};
+    ip[8] = ttl_proto[0];
+    csum_replace2(ip + 10, old_word, ld16(ttl_proto));
   } else {
     ip[7] = uint8_t(ip[7] - 1);
   }
