@@ -29,12 +29,6 @@ std::string openssl_error() {
   return buf;
 }
 
-std::string bio_string(BIO* b) {
-  char* p = nullptr;
-  const long len = BIO_get_mem_data(b, &p);
-  return len > 0 ? std::string(p, size_t(len)) : std::string();
-}
-
 // Every certificate of a PEM text, in order (empty when there is none or one is malformed).
 std::vector<Ptr<X509>> read_x509s(const std::string& pem) {
   std::vector<Ptr<X509>> out;

@@ -10,24 +10,16 @@
 #include <ctime>
 #include <memory>
 
+#include "control/certs/openssl_ptr.h"
 #include "dataplane/tls/tls.h"
 
 namespace meshgate::ctl {
 namespace {
 
-struct BioFree {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-struct X509Free {
-  void operator()(X509* x) const { X509_free(x); }
-};
-
 std::string name_str(const X509_NAME* n) {
-  std::unique_ptr<BIO, BioFree> b(BIO_new(BIO_s_mem()));
+  OsslPtr<BIO> b(BIO_new(BIO_s_mem()));
   if (!b || X509_NAME_print_ex(b.get(), n, 0, XN_FLAG_RFC2253) < 0) return {};
-  char* p = nullptr;
-  const long len = BIO_get_mem_data(b.get(), &p);
-  return len > 0 ? std::string(p, size_t(len)) : std::string();
+  return bio_string(b.get());
 }
 
 int64_t asn1_unix(const ASN1_TIME* t) {
@@ -56,7 +48,7 @@ Result<std::vector<CertInfo>> certs_from_bio(BIO* bio, const std::string& label,
                                              const std::string& rest_role) {
   std::vector<CertInfo> out;
   for (;;) {
-    std::unique_ptr<X509, X509Free> x(PEM_read_bio_X509(bio, nullptr, nullptr, nullptr));
+    OsslPtr<X509> x(PEM_read_bio_X509(bio, nullptr, nullptr, nullptr));
     if (!x) {
       // The end of the input, or a PEM block OpenSSL cannot parse.
       const unsigned long e = ERR_peek_last_error();
@@ -88,7 +80,7 @@ Result<std::vector<CertInfo>> certs_from_bio(BIO* bio, const std::string& label,
 
 Result<std::vector<CertInfo>> read_pem_certs(const std::string& path, const std::string& first_role,
                                             const std::string& rest_role) {
-  std::unique_ptr<BIO, BioFree> bio(BIO_new_file(path.c_str(), "r"));
+  OsslPtr<BIO> bio(BIO_new_file(path.c_str(), "r"));
   if (!bio) return Error{"cannot read " + path};
   return certs_from_bio(bio.get(), path, first_role, rest_role);
 }
@@ -96,7 +88,7 @@ Result<std::vector<CertInfo>> read_pem_certs(const std::string& path, const std:
 Result<std::vector<CertInfo>> pem_certs_info(const std::string& pem, const std::string& file,
                                              const std::string& first_role,
                                              const std::string& rest_role) {
-  std::unique_ptr<BIO, BioFree> bio(BIO_new_mem_buf(pem.data(), int(pem.size())));
+  OsslPtr<BIO> bio(BIO_new_mem_buf(pem.data(), int(pem.size())));
   if (!bio) return Error{file + ": out of memory"};
   return certs_from_bio(bio.get(), file, first_role, rest_role);
 }

@@ -17,13 +17,6 @@ namespace {
 
 constexpr int kCaDeadlineMs = 10000;
 
-std::string trim(std::string s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
-  size_t i = 0;
-  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-  return s.substr(i);
-}
-
 int64_t now_unix() { return int64_t(std::time(nullptr)); }
 
 std::string dir_of(const std::string& path) {
@@ -54,8 +47,8 @@ Result<CertBundle> request_certificate(const CaOptions& o) {
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(kCaDeadlineMs));
   if (!o.token_file.empty()) {
     std::string token;
-    if (!mesh::read_file(o.token_file, &token)) return Error{"cannot read " + o.token_file};
-    ctx.AddMetadata("authorization", "Bearer " + trim(token));
+    if (!mesh::read_token_file(o.token_file, &token)) return Error{"cannot read " + o.token_file};
+    ctx.AddMetadata("authorization", "Bearer " + token);
   }
   if (!o.cluster_id.empty()) ctx.AddMetadata("clusterid", o.cluster_id);
   istio::v1::auth::IstioCertificateRequest req;

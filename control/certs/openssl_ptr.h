@@ -1,4 +1,5 @@
-// unique_ptr owners for the OpenSSL objects the control side handles (certificates, CSRs, keys).
+// unique_ptr owners for the OpenSSL objects the control side handles (certificates, CSRs, keys),
+// and the contents of a memory BIO as a string.
 #pragma once
 
 #include <openssl/bio.h>
@@ -7,6 +8,7 @@
 #include <openssl/x509v3.h>
 
 #include <memory>
+#include <string>
 
 namespace meshgate::ctl {
 
@@ -26,5 +28,12 @@ struct OpensslFree {
 };
 template <typename T>
 using OsslPtr = std::unique_ptr<T, OpensslFree>;
+
+// What a memory BIO (BIO_s_mem) holds.
+inline std::string bio_string(BIO* b) {
+  char* p = nullptr;
+  const long len = BIO_get_mem_data(b, &p);
+  return len > 0 ? std::string(p, size_t(len)) : std::string();
+}
 
 }  // namespace meshgate::ctl

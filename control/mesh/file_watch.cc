@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <cctype>
 #include <fstream>
 #include <sstream>
 
@@ -61,6 +62,16 @@ bool read_file(const std::string& path, std::string* out) {
   s << in.rdbuf();
   if (in.bad()) return false;
   *out = s.str();
+  return true;
+}
+
+bool read_token_file(const std::string& path, std::string* out) {
+  std::string s;
+  if (!read_file(path, &s)) return false;
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  size_t i = 0;
+  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+  *out = s.substr(i);
   return true;
 }
 

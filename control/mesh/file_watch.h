@@ -30,5 +30,8 @@ class FileWatch {
 
 // The whole file, or nullopt-like false when it cannot be read.
 bool read_file(const std::string& path, std::string* out);
+// A bearer token file (a Kubernetes service account token): the whole file without the
+// whitespace around it (editors and `echo` add a newline). False when it cannot be read.
+bool read_token_file(const std::string& path, std::string* out);
 
 }  // namespace meshgate::ctl::mesh

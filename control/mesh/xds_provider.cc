@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <set>
@@ -35,13 +34,6 @@ int64_t unix_ms() {
 std::string env(const char* name) {
   const char* v = std::getenv(name);
   return v ? v : "";
-}
-
-std::string trim(std::string s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
-  size_t i = 0;
-  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-  return s.substr(i);
 }
 
 }  // namespace
@@ -349,8 +341,8 @@ XdsProvider::StreamEnd XdsProvider::run_stream() {
   grpc::ClientContext ctx;
   if (!opt_.token_file.empty()) {
     std::string token;
-    if (read_file(opt_.token_file, &token)) {
-      ctx.AddMetadata("authorization", "Bearer " + trim(token));
+    if (read_token_file(opt_.token_file, &token)) {
+      ctx.AddMetadata("authorization", "Bearer " + token);
     } else {
       log(LogLevel::kWarn, "xds_token_unreadable", "path=\"%s\"", opt_.token_file.c_str());
     }

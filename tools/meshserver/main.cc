@@ -20,11 +20,6 @@ namespace {
 volatile std::sig_atomic_t g_stop = 0;
 void on_signal(int) { g_stop = 1; }
 
-std::string trim(std::string s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
-  return s;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -57,11 +52,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!token_file.empty()) {
-    if (!ctl::mesh::read_file(token_file, &opt.token)) {
+    if (!ctl::mesh::read_token_file(token_file, &opt.token)) {
       std::fprintf(stderr, "meshgate-meshserver: cannot read %s\n", token_file.c_str());
       return 2;
     }
-    opt.token = trim(opt.token);
   }
   // Served as written, including resources a client must reject (legacy Istio mTLS).
   const ctl::mesh::MeshFileOptions parse_opt{.allow_legacy_tunnel = true};

@@ -71,9 +71,7 @@ ctl::Result<std::unique_ptr<TestCa>> TestCa::create(const TestCaOptions& opt) {
   // Only the signing certificate itself goes in the chain (the file may hold more).
   Ptr<BIO> out(BIO_new(BIO_s_mem()));
   PEM_write_bio_X509(out.get(), static_cast<X509*>(ca->ca_cert_));
-  char* p = nullptr;
-  const long n = BIO_get_mem_data(out.get(), &p);
-  ca->ca_pem_.assign(p, size_t(n));
+  ca->ca_pem_ = ctl::bio_string(out.get());
   if (ca->roots_pem_.empty()) ca->roots_pem_ = ca->ca_pem_;
   return ca;
 }
@@ -132,9 +130,7 @@ grpc::Status TestCa::CreateCertificate(grpc::ServerContext* ctx,
   }
   Ptr<BIO> out(BIO_new(BIO_s_mem()));
   PEM_write_bio_X509(out.get(), cert.get());
-  char* p = nullptr;
-  const long n = BIO_get_mem_data(out.get(), &p);
-  resp->add_cert_chain(std::string(p, size_t(n)));
+  resp->add_cert_chain(ctl::bio_string(out.get()));
   if (ca_pem_ != roots_pem_) resp->add_cert_chain(ca_pem_);
   resp->add_cert_chain(roots_pem_);
   issued_.fetch_add(1);
