@@ -8,6 +8,7 @@
 #include <set>
 #include <vector>
 
+#include "control/common/grpc_credentials.h"
 #include "control/common/log.h"
 #include "control/mesh/file_watch.h"
 #include "security/v1alpha1/ca.grpc.pb.h"
@@ -29,19 +30,13 @@ std::string dir_of(const std::string& path) {
 Result<CertBundle> request_certificate(const CaOptions& o) {
   auto kc = make_key_and_csr(o.identity);
   if (!kc) return kc.error();
-  std::shared_ptr<grpc::ChannelCredentials> creds;
-  if (o.tls) {
-    grpc::SslCredentialsOptions ssl;
-    if (!o.ca_file.empty() && !mesh::read_file(o.ca_file, &ssl.pem_root_certs)) {
-      return Error{"cannot read " + o.ca_file};
-    }
-    creds = grpc::SslCredentials(ssl);
-  } else {
-    creds = grpc::InsecureChannelCredentials();
+  std::string roots;
+  if (o.tls && !o.ca_file.empty() && !mesh::read_file(o.ca_file, &roots)) {
+    return Error{"cannot read " + o.ca_file};
   }
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  auto channel = grpc::CreateCustomChannel(o.address, creds, args);
+  auto channel = grpc::CreateCustomChannel(o.address, channel_credentials(o.tls, roots), args);
   auto stub = istio::v1::auth::IstioCertificateService::NewStub(channel);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(kCaDeadlineMs));

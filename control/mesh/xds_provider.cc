@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <set>
 
+#include "control/common/grpc_credentials.h"
 #include "control/common/log.h"
 #include "control/mesh/file_watch.h"
 #include "control/mesh/mesh_proto.h"
@@ -318,14 +319,6 @@ void XdsProvider::run() {
 
 XdsProvider::StreamEnd XdsProvider::run_stream() {
   StreamEnd end;
-  std::shared_ptr<grpc::ChannelCredentials> creds;
-  if (opt_.tls) {
-    grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs = ca_pem_;  // "" = gRPC's default roots; no client certificate
-    creds = grpc::SslCredentials(ssl);
-  } else {
-    creds = grpc::InsecureChannelCredentials();
-  }
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kXdsMaxMessageBytes);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kXdsKeepaliveTimeMs);
@@ -335,7 +328,8 @@ XdsProvider::StreamEnd XdsProvider::run_stream() {
   // Our loop owns the backoff: a fresh channel per attempt, sharing no subchannel (and no
   // subchannel backoff state) with earlier attempts.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  auto channel = grpc::CreateCustomChannel(opt_.address, creds, args);
+  auto channel =
+      grpc::CreateCustomChannel(opt_.address, channel_credentials(opt_.tls, ca_pem_), args);
   auto stub = AggregatedDiscoveryService::NewStub(channel);
 
   grpc::ClientContext ctx;
