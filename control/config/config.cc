@@ -1421,4 +1421,8 @@ bool uses_proxy(const Config& c) {
                      [](const ServiceConfig& s) { return s.mode == ForwardMode::kProxy; });
 }
 
+bool uses_hbone(const Config& c) {
+  return !c.hbone.ca_address.empty() || !c.hbone.cert_chain.empty();
+}
+
 }  // namespace meshgate::ctl

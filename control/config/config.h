@@ -79,6 +79,9 @@ const char* forward_mode_name(ForwardMode m);
 // True when some service (or the mesh's mode) uses mode = "proxy".
 struct Config;
 bool uses_proxy(const Config& c);
+// [hbone] has a certificate source (files or the Istio CA): the workers terminate HBONE on the
+// [hbone] port (on the TCP stack the proxy uses, which they then run even without proxy VIPs).
+bool uses_hbone(const Config& c);
 
 // What happens to the flows of a backend that leaves the service: they keep going until they
 // end (kube-proxy / IPVS default), or the next packet of each is dropped and the flow removed,

@@ -39,6 +39,7 @@
 #include "control/stats/stats.h"
 #include "dataplane/l2/neighbor.h"
 #include "dataplane/nat/rss.h"
+#include "dataplane/hbone/gateway.h"
 #include "dataplane/proxy/proxy.h"
 #include "dataplane/worker/worker.h"
 
@@ -172,8 +173,12 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
   uint64_t mbufs = 0;
   for (const auto& p : cfg.ports) mbufs += uint64_t(workers) * (p.rx_descriptors + p.tx_descriptors);
   mbufs += uint64_t(workers) * (4 * dp::kBurst + dp::PendingQueue::kCapacity + kMbufCache) + 4096;
-  const bool proxy = uses_proxy(cfg);
+  // HBONE runs on the proxy's TCP stack: with [hbone] certificates the stack runs too.
+  const bool hbone = uses_hbone(cfg);
+  const bool proxy = uses_proxy(cfg) || hbone;
   dp::ProxyParams proxy_cfg;
+  dp::hbone::GatewayParams hbone_cfg;
+  hbone_cfg.port = cfg.hbone.port;
   if (proxy) {
     proxy_cfg = proxy_params(cfg);
     // Buffered TCP data is received mbufs (one per segment, >= 1 KiB of payload each when the
@@ -298,8 +303,8 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
       log(LogLevel::kInfo, "admin_listening", "listen=\"%s\"", cfg.admin.listen.c_str());
     }
     // The gateway's certificate ([hbone] files, reloaded on change, or the Istio CA): every
-    // snapshot carries its metadata (/config_dump). HBONE itself does not run on the workers
-    // yet: a missing or invalid certificate is reported, not fatal.
+    // snapshot carries its metadata (/config_dump) and the workers' TLS contexts. Until a
+    // usable one arrives the workers refuse HBONE connections (counted); the rest runs.
     cert_provider = CertProvider::create(cfg);
     if (cert_provider) {
       cert_provider->start();
@@ -482,6 +487,7 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
       wp.timestamp_offset = ts_bit >= 0 ? ts_offset : -1;
       wp.timestamp_flag = ts_bit >= 0 ? (1ull << ts_bit) : 0;
       wp.proxy = proxy ? &proxy_cfg : nullptr;
+      wp.hbone = hbone ? &hbone_cfg : nullptr;
       if (!s.to_control || !s.from_control || !s.worker || !s.worker->init(wp)) {
         log(LogLevel::kError, "worker_init_failed", "worker=%u error=\"out of DPDK memory\"", w);
         ok = false;
@@ -528,6 +534,31 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
         w.sample(pt.sum.sessions_active);
       });
     }
+    if (admin && hbone) {
+      // meshgate_hbone_* (dataplane/hbone/hbone_counters.def: the engine; gateway_counters.def:
+      // the terminator on the workers), summed over workers.
+      admin->add_metrics_source([&views](PromWriter& w) {
+        const HboneTotals ht = hbone_totals(views);
+        for (int i = 0; i < dp::hbone::kNumCounters; ++i) {
+          const auto c = dp::hbone::Counter(i);
+          w.family(std::string("meshgate_hbone_") + dp::hbone::counter_name(c) + "_total",
+                   MetricType::kCounter, dp::hbone::counter_help(c));
+          w.sample(ht.sum.engine[i]);
+        }
+        for (int i = 0; i < dp::hbone::kNumGwCounters; ++i) {
+          const auto c = dp::hbone::GwCounter(i);
+          w.family(std::string("meshgate_hbone_") + dp::hbone::gw_counter_name(c) + "_total",
+                   MetricType::kCounter, dp::hbone::gw_counter_help(c));
+          w.sample(ht.sum.gw[i]);
+        }
+        w.family("meshgate_hbone_connections", MetricType::kGauge,
+                 "HBONE connections open on the [hbone] port.");
+        w.sample(ht.sum.connections_active);
+        w.family("meshgate_hbone_tunnels", MetricType::kGauge,
+                 "HBONE tunnels open (streams with an upstream connection).");
+        w.sample(ht.sum.tunnels_active);
+      });
+    }
     if (admin) {
       std::vector<dp::Worker*> running;
       for (auto& s : slots) running.push_back(s.worker);
@@ -570,7 +601,9 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
       if (phase == Phase::kDraining) {
         const StatsTotals t = sum_counters(views);
         // Proxy sessions finish like established flows (new connections are refused).
-        const uint64_t sessions = proxy ? proxy_totals(views).sum.sessions_active : 0;
+        // HBONE connections too (they got GOAWAY; their streams finish).
+        const uint64_t sessions = (proxy ? proxy_totals(views).sum.sessions_active : 0) +
+                                  (hbone ? hbone_totals(views).sum.connections_active : 0);
         if ((t.flows_established == 0 && sessions == 0) || now >= drain_deadline) {
           log(LogLevel::kInfo, "drain_done",
               "reason=%s elapsed_ms=%lld established=%lu active=%lu refused=%lu",

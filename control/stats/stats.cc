@@ -59,6 +59,21 @@ ProxyTotals proxy_totals(const std::vector<const dp::Worker*>& workers) {
   return t;
 }
 
+HboneTotals hbone_totals(const std::vector<const dp::Worker*>& workers) {
+  HboneTotals t;
+  for (const auto* w : workers) {
+    const dp::hbone::Gateway* g = w->hbone();
+    if (g == nullptr) continue;
+    t.any = true;
+    const dp::hbone::GatewayStats& s = g->stats();
+    for (int i = 0; i < dp::hbone::kNumCounters; ++i) t.sum.engine[i] += dp::counter_read(s.engine[i]);
+    for (int i = 0; i < dp::hbone::kNumGwCounters; ++i) t.sum.gw[i] += dp::counter_read(s.gw[i]);
+    t.sum.connections_active += dp::counter_read(s.connections_active);
+    t.sum.tunnels_active += dp::counter_read(s.tunnels_active);
+  }
+  return t;
+}
+
 StatsTotals sum_counters(const std::vector<const dp::Worker*>& workers) {
   std::vector<const dp::WorkerCounters*> counters;
   counters.reserve(workers.size());
@@ -158,6 +173,19 @@ nlohmann::json stats_json(const std::vector<const dp::Worker*>& workers,
     tj["connections"] = pt.sum.tcp_connections;
     tj["mem_bytes"] = pt.sum.tcp_mem_bytes;
     j["tcp"] = tj;
+  }
+
+  if (const HboneTotals ht = hbone_totals(workers); ht.any) {
+    nlohmann::json hj = nlohmann::json::object();
+    for (int i = 0; i < dp::hbone::kNumCounters; ++i) {
+      hj[dp::hbone::counter_name(dp::hbone::Counter(i))] = ht.sum.engine[i];
+    }
+    for (int i = 0; i < dp::hbone::kNumGwCounters; ++i) {
+      hj[dp::hbone::gw_counter_name(dp::hbone::GwCounter(i))] = ht.sum.gw[i];
+    }
+    hj["connections"] = ht.sum.connections_active;
+    hj["tunnels"] = ht.sum.tunnels_active;
+    j["hbone"] = hj;
   }
 
   nlohmann::json services = nlohmann::json::object();

@@ -8,6 +8,7 @@
 
 #include "control/snapshot/stat_registry.h"
 #include "dataplane/snapshot/snapshot.h"
+#include "dataplane/hbone/gateway.h"
 #include "dataplane/proxy/proxy.h"
 #include "dataplane/worker/worker.h"
 
@@ -43,6 +44,14 @@ struct ProxyTotals {
   dp::ProxyStats sum;
 };
 ProxyTotals proxy_totals(const std::vector<const dp::Worker*>& workers);
+
+// The HBONE terminators' counters (dataplane/hbone/gateway.h) summed over workers; `any` is false
+// when no worker runs one.
+struct HboneTotals {
+  bool any = false;
+  dp::hbone::GatewayStats sum;
+};
+HboneTotals hbone_totals(const std::vector<const dp::Worker*>& workers);
 
 // One backend's counters (stat id from the snapshot) summed over workers.
 dp::BackendCounters backend_totals(const std::vector<const dp::Worker*>& workers, uint32_t stat_id);

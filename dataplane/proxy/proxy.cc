@@ -280,13 +280,6 @@ void Proxy::start_session(TcpConnId c) {
                                   kProtoTcp);
   const SnapBackend& be =
       snap_->backends[svc->first_backend + lb_lookup(svc->table, svc->table_size, h)];
-  const std::vector<LocalNat>& pool = be.address.is_v4() ? snap_->fullnat_v4 : snap_->fullnat_v6;
-  if (pool.empty()) {
-    count(kPxNoLocalAddress);
-    stack_->abort(c);
-    return;
-  }
-  const IpAddr local = pool[h % pool.size()].address;
   Session* s = alloc_session();
   if (s == nullptr) {
     count(kPxSessionTableFull);
@@ -297,16 +290,12 @@ void Proxy::start_session(TcpConnId c) {
   s->connected[kClient] = true;
   s->stat_id = be.stat_id < kMaxBackendStats ? be.stat_id : 0;
   stack_->set_user(c, &Proxy::on_client, s);
-
-  const int port = egress_port(be.address);
-  conn_rss_ = port >= 0 && !d_.flow_steered[port] ? d_.rss[port] : nullptr;
-  conn_rss_fixed_ = conn_rss_ != nullptr ? conn_rss_->fixed_hash(be.address, local, be.port_be) : 0;
-  conn_rss_tries_ = 0;
   TcpConnId b = tcp::kNoConn;
-  const tcp::TcpError e = stack_->connect(local, be.address, ntohs(be.port_be), &Proxy::port_ok,
-                                          this, &Proxy::on_backend, s, &b);
+  const tcp::TcpError e = connect_upstream(be.address, be.port_be, h, &Proxy::on_backend, s, &b);
   if (e != tcp::TcpError::kOk) {
-    count(e == tcp::TcpError::kNoPort ? kPxNoPort : kPxSessionTableFull);
+    count(e == tcp::TcpError::kBadState ? kPxNoLocalAddress
+          : e == tcp::TcpError::kNoPort ? kPxNoPort
+                                        : kPxSessionTableFull);
     stack_->abort(c);
     s->conn[kClient] = tcp::kNoConn;
     free_session(s);
@@ -323,6 +312,21 @@ void Proxy::start_session(TcpConnId c) {
   }
   s->last_active_ms = s->created_ms = now_ms();
   if (p_.idle_timeout_ms != 0) idle_wheel_.schedule(&s->idle, now_ms() + p_.idle_timeout_ms);
+}
+
+tcp::TcpError Proxy::connect_upstream(const IpAddr& to, uint16_t port_be, uint32_t hash,
+                                      tcp::TcpEventFn fn, void* user, TcpConnId* out) {
+  const std::vector<LocalNat>& pool = to.is_v4() ? snap_->fullnat_v4 : snap_->fullnat_v6;
+  if (pool.empty()) return tcp::TcpError::kBadState;
+  const IpAddr local = pool[hash % pool.size()].address;
+  const int port = egress_port(to);
+  conn_rss_ = port >= 0 && !d_.flow_steered[port] ? d_.rss[port] : nullptr;
+  conn_rss_fixed_ = conn_rss_ != nullptr ? conn_rss_->fixed_hash(to, local, port_be) : 0;
+  conn_rss_tries_ = 0;
+  const tcp::TcpError e =
+      stack_->connect(local, to, ntohs(port_be), &Proxy::port_ok, this, fn, user, out);
+  conn_rss_ = nullptr;
+  return e;
 }
 
 bool Proxy::session_record(uint32_t i, FlowRecord* o) const {

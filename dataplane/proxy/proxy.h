@@ -134,6 +134,14 @@ class Proxy {
   uint32_t session_slots() const { return p_.max_sessions; }
   bool session_record(uint32_t i, FlowRecord* out) const;
 
+  // An active open from this worker to `to`:`port_be` for another user of the stack (the HBONE
+  // terminator's upstreams): a [fullnat] address of the destination's family picked by `hash`,
+  // a local port this worker owns (port % workers, and the reply's RSS queue when predictable),
+  // as for the proxy's own backend connections. kBadState: no [fullnat] address of that family;
+  // kNoPort / kTableFull as TcpStack::connect(). Worker thread, after begin().
+  tcp::TcpError connect_upstream(const IpAddr& to, uint16_t port_be, uint32_t hash,
+                                 tcp::TcpEventFn fn, void* user, tcp::TcpConnId* out);
+
   const ProxyStats& stats() const { return published_; }
   uint32_t sessions_active() const { return sessions_active_; }
   tcp::TcpStack& stack() { return *stack_; }

@@ -23,6 +23,7 @@
 #include "dataplane/nat/nat.h"
 #include "dataplane/packet/checksum.h"
 #include "dataplane/packet/wire.h"
+#include "dataplane/hbone/gateway.h"
 #include "dataplane/proxy/proxy.h"
 
 namespace meshgate::dp {
@@ -133,7 +134,8 @@ MG_ALWAYS_INLINE bool fast_candidate(const rte_mbuf* m, const uint8_t* d, uint64
 }  // namespace
 
 Worker::~Worker() {
-  delete proxy_;  // first: its connections hold mbufs and backend counter slots
+  delete hbone_;  // first: its connections live on the proxy's stack
+  delete proxy_;  // then: its connections hold mbufs and backend counter slots
   flows_.destroy();
   rte_free(backend_counters_);
   rte_free(neighbors_);
@@ -175,7 +177,13 @@ bool Worker::init(const WorkerParams& p) {
     proxy_ = new (std::nothrow) Proxy(*p_.proxy, d, now_ns_);
     if (!proxy_) return false;
     p_.proxy = nullptr;  // the control thread's copy is not needed (nor valid) later
+    if (p_.hbone) {
+      hbone_ = new (std::nothrow) hbone::Gateway(*p_.hbone, *proxy_, p_.index, now_ns_);
+      if (!hbone_) return false;
+      hbone_port_be_ = htons(hbone_->port());
+    }
   }
+  p_.hbone = nullptr;
   tsc_hz_ = rte_get_tsc_hz();
   tsc_start_ = rte_rdtsc();
   ns_per_tsc_q32_ = ns_per_tsc_q32(tsc_hz_);
@@ -228,6 +236,7 @@ uint32_t Worker::poll_once() {
   if (MG_LIKELY(snap_ != nullptr)) {
     counter_add(counters_.snapshot_version, snap_->version - counters_.snapshot_version);
     if (proxy_) proxy_->begin(snap_, now_ns_, draining_.load(std::memory_order_relaxed));
+    if (hbone_) hbone_->begin(snap_, now_ns_, draining_.load(std::memory_order_relaxed));
     for (const auto& port : p_.ports) {
       rte_mbuf* pkts[kBurst];
       const uint16_t n = rte_eth_rx_burst(port.port_id, p_.index, pkts, kBurst);
@@ -247,6 +256,10 @@ uint32_t Worker::poll_once() {
     flows_.advance(now_ms_of(now_ns_));
     if (proxy_) {
       proxy_->advance();
+      if (hbone_) {
+        hbone_->advance();
+        hbone_->publish(false);
+      }
       send_generated();
       proxy_->publish(false);
     }
@@ -281,6 +294,7 @@ void Worker::finish() {
   }
   counters_.pending_now = 0;
   if (proxy_) proxy_->publish(true);
+  if (hbone_) hbone_->publish(true);
   // Packets other workers handed over after we stopped polling: they were counted out there.
   for (uint32_t w = 0; w < p_.n_workers; ++w) {
     if (!p_.handoff_from[w]) continue;
@@ -1024,6 +1038,13 @@ void Worker::stage_lookup(rte_mbuf** pkts, uint16_t n) {
         const bool own = snap_->local_port(m.dst) >= 0;
         drop_[i] = d == Drop::kFragmentNoFirst && own ? Drop::kFragmentUnsupported : d;
       }
+      continue;
+    }
+    if (next_[i] == kNextMiss && hbone_ && m.l4_proto == kProtoTcp &&
+        m.dport == hbone_port_be_ && snap_->local_port(m.dst) >= 0 && !m.is_fragment()) {
+      // HBONE to a local address: the stack's listener. The client's packets all reach the
+      // worker RSS picked for its connection.
+      next_[i] = kNextStack;
       continue;
     }
     if (next_[i] == kNextMiss) {

@@ -48,6 +48,10 @@ namespace meshgate::dp {
 
 class Proxy;
 struct ProxyParams;
+namespace hbone {
+class Gateway;
+struct GatewayParams;
+}  // namespace hbone
 
 inline constexpr uint16_t kBurst = 32;
 inline constexpr uint32_t kMaxWorkers = 32;  // the handoff "visited" mask is 32 bits
@@ -97,6 +101,9 @@ struct WorkerParams {
   uint64_t timestamp_flag = 0;
   // Non-null: run the L4 proxy (the worker copies it at init()).
   const ProxyParams* proxy = nullptr;
+  // Non-null (with `proxy`): terminate HBONE on the [hbone] port of every local address, on the
+  // proxy's TCP stack (copied at init()).
+  const hbone::GatewayParams* hbone = nullptr;
 };
 
 class Worker {
@@ -134,6 +141,9 @@ class Worker {
   const FlowTable& flows() const { return flows_; }
   // The L4 proxy, or nullptr without proxy services. Its stats() may be read by any thread.
   const Proxy* proxy() const { return proxy_; }
+  // The HBONE terminator, or nullptr without [hbone] certificates. Its stats() may be read by
+  // any thread.
+  const hbone::Gateway* hbone() const { return hbone_; }
   uint64_t now_ns() const { return now_ns_; }
   // Seconds run() has been polling (until now, or until it returned).
   double run_seconds() const;
@@ -289,6 +299,8 @@ class Worker {
   FlowTable flows_;
   FragTable* frags_ = nullptr;
   Proxy* proxy_ = nullptr;
+  hbone::Gateway* hbone_ = nullptr;
+  uint16_t hbone_port_be_ = 0;
   NeighborCache* neighbors_ = nullptr;
   PendingQueue* pending_ = nullptr;
   TxBuffer tx_[kMaxPorts];

@@ -8,7 +8,8 @@
   backend.py roundtrip PORT N SIZE  client: N concurrent connections to 127.0.0.1:PORT, each
                                 sends SIZE bytes of its own and reads SIZE back from an echo;
                                 prints "ok <sha256 of all> <bytes>" or "bad ..."; exit status
-Listens on 127.0.0.1 (and ::1 with --v6). Every socket has a 30 s timeout (--idle S sets
+Listens on 127.0.0.1 (and ::1 with --v6; --bind ADDR: that address, e.g. "::" inside a
+test's network namespace). Every socket has a 30 s timeout (--idle S sets
 another: an echo connection idle that long is closed as if the peer had sent FIN).
 """
 import hashlib
@@ -19,11 +20,11 @@ import threading
 TIMEOUT_S = 30
 
 
-def serve(port, handler, v6=False, idle=TIMEOUT_S):
+def serve(port, handler, v6=False, idle=TIMEOUT_S, bind=None):
     fam = socket.AF_INET6 if v6 else socket.AF_INET
     s = socket.socket(fam, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("::1" if v6 else "127.0.0.1", port))
+    s.bind((bind or ("::1" if v6 else "127.0.0.1"), port))
     s.listen(256)
     print(f"backend: listening on {port}", file=sys.stderr, flush=True)
     while True:
@@ -149,4 +150,5 @@ if __name__ == "__main__":
     mode, port = sys.argv[1], int(sys.argv[2])
     handler = {"echo": echo, "sha": sha, "connect-proxy": connect_proxy}[mode]
     idle = float(sys.argv[sys.argv.index("--idle") + 1]) if "--idle" in sys.argv else TIMEOUT_S
-    serve(port, handler, v6="--v6" in sys.argv, idle=idle)
+    bind = sys.argv[sys.argv.index("--bind") + 1] if "--bind" in sys.argv else None
+    serve(port, handler, v6="--v6" in sys.argv, idle=idle, bind=bind)

@@ -1,0 +1,539 @@
+#include "dataplane/hbone/gateway.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <atomic>
+
+#include "dataplane/common/compiler.h"
+#include "dataplane/hbone/resolve.h"
+#include "dataplane/lb/lb.h"
+#include "dataplane/packet/wire.h"
+#include "dataplane/policy/policy.h"
+#include "dataplane/proxy/proxy.h"
+#include "dataplane/snapshot/snapshot.h"
+#include "dataplane/tcp/tcp_stack.h"
+
+namespace meshgate::dp::hbone {
+
+using tcp::TcpConnId;
+using tcp::TcpEvent;
+
+namespace {
+// Bytes moved per copy between the stack and the engine (both copy anyway: TLS records in,
+// stream data out).
+constexpr size_t kChunk = 16 * 1024;
+// Engine timers (PING every 10 s, handshake timeout) need no finer grain.
+constexpr uint32_t kTimerPeriodMs = 100;
+// RFC 9113 §8.5: an upstream TCP connection that ends abnormally resets the stream with
+// CONNECT_ERROR; a stream reset from the client resets the upstream connection.
+constexpr uint32_t kUpstreamResetCode = kH2ConnectError;
+}  // namespace
+
+const char* gw_counter_name(GwCounter c) {
+  static const char* const kNames[] = {
+#define X(name, help) #name,
+#include "dataplane/hbone/gateway_counters.def"
+#undef X
+  };
+  return kNames[int(c)];
+}
+
+const char* gw_counter_help(GwCounter c) {
+  static const char* const kHelp[] = {
+#define X(name, help) help,
+#include "dataplane/hbone/gateway_counters.def"
+#undef X
+  };
+  return kHelp[int(c)];
+}
+
+// One accepted HBONE connection.
+struct Gateway::Conn {
+  Gateway* gw = nullptr;
+  TcpConnId tcp = tcp::kNoConn;
+  std::shared_ptr<const tls::Context> tls;  // the context it started with
+  std::unique_ptr<Connection> engine;
+  IpAddr peer, local;
+  uint16_t peer_port = 0;
+  uint16_t requests = 0;  // CONNECTs seen: spreads a connection's streams over endpoints
+  std::vector<Up*> ups;
+  Conn* prev = nullptr;
+  Conn* next = nullptr;
+  bool dead = false;
+};
+
+// One tunnel: an HTTP/2 stream and its upstream TCP connection.
+struct Gateway::Up {
+  Conn* conn = nullptr;
+  int32_t stream = 0;
+  TcpConnId tcp = tcp::kNoConn;
+  bool connected = false;   // upstream handshake done (the stream got its 200)
+  bool fin_in = false;      // upstream sent FIN (→ END_STREAM once its bytes are in the stream)
+  bool stream_end = false;  // we ended the stream's sending side
+  bool remote_end = false;  // END_STREAM received (→ FIN upstream once the bytes are out)
+  bool shut = false;        // we sent FIN upstream
+  bool h2_closed = false;
+};
+
+Gateway::Gateway(const GatewayParams& p, Proxy& proxy, uint16_t worker, uint64_t now_ns)
+    : p_(p), proxy_(proxy), stack_(proxy.stack()), worker_(worker), now_ns_(now_ns) {
+  last_timer_ms_ = now_ms();
+  listening_.reserve(16);
+  refused_.reserve(16);
+}
+
+Gateway::~Gateway() {
+  while (conns_ != nullptr) destroy(conns_);
+  for (Conn* c : dead_) delete c;
+}
+
+// ---- worker interface -----------------------------------------------------------------------
+
+void Gateway::begin(const Snapshot* snap, uint64_t now_ns, bool draining) {
+  snap_ = snap;
+  if (now_ns > now_ns_) now_ns_ = now_ns;
+  if (snap_ == nullptr) return;
+  if (snap_->version != version_) {
+    version_ = snap_->version;
+    sync_listeners();
+    // The policies may have changed: every live tunnel is authorized again.
+    for (Conn* c = conns_; c != nullptr;) {
+      Conn* next = c->next;
+      current_ = c;
+      c->engine->recheck_authorization();
+      service(c);
+      c = next;
+    }
+  }
+  if (draining && !draining_) {
+    draining_ = true;
+    for (Conn* c = conns_; c != nullptr;) {
+      Conn* next = c->next;
+      c->engine->drain();  // GOAWAY(NO_ERROR): open streams finish
+      service(c);
+      c = next;
+    }
+  }
+}
+
+void Gateway::advance() {
+  const uint32_t now = now_ms();
+  if (now - last_timer_ms_ >= kTimerPeriodMs) {
+    last_timer_ms_ = now;
+    for (Conn* c = conns_; c != nullptr;) {
+      Conn* next = c->next;
+      c->engine->on_timer(now);
+      service(c);
+      c = next;
+    }
+  }
+  for (Conn* c : dead_) delete c;
+  dead_.clear();
+}
+
+void Gateway::publish(bool force) {
+  if (!force && now_ms() == published_ms_) return;
+  published_ms_ = now_ms();
+  auto put = [](uint64_t& dst, uint64_t v) {
+    std::atomic_ref<uint64_t>(dst).store(v, std::memory_order_relaxed);
+  };
+  for (int i = 0; i < kNumCounters; ++i) put(published_.engine[i], engine_counters_.v[i]);
+  for (int i = 0; i < kNumGwCounters; ++i) put(published_.gw[i], gw_[i]);
+  put(published_.connections_active, n_conns_);
+  put(published_.tunnels_active, n_tunnels_);
+}
+
+void Gateway::sync_listeners() {
+  const std::vector<IpAddr>& want = snap_->local_addresses;
+  for (size_t i = 0; i < listening_.size();) {
+    if (std::find(want.begin(), want.end(), listening_[i].first) != want.end()) {
+      ++i;
+      continue;
+    }
+    stack_.unlisten(listening_[i].first, p_.port);  // established connections carry on
+    listening_[i] = listening_.back();
+    listening_.pop_back();
+  }
+  for (const IpAddr& a : want) {
+    const bool have = std::any_of(listening_.begin(), listening_.end(),
+                                  [&](const auto& l) { return l.first == a; });
+    if (!have && stack_.listen(a, p_.port, &Gateway::accept, this) == tcp::TcpError::kOk) {
+      listening_.emplace_back(a, p_.port);
+    }
+  }
+}
+
+// ---- connections ----------------------------------------------------------------------------
+
+bool Gateway::accept(void* ctx, const tcp::TcpTuple&, tcp::TcpEventFn* fn, void** user) {
+  Gateway* g = static_cast<Gateway*>(ctx);
+  if (g->draining_) {
+    g->count(GwCounter::k_refused_draining);
+    return false;
+  }
+  if (g->snap_ == nullptr || g->snap_->tls_contexts.size() <= g->worker_) {
+    g->count(GwCounter::k_refused_no_certificate);
+    return false;
+  }
+  if (g->n_conns_ >= g->p_.max_connections) {
+    g->count(GwCounter::k_refused_limit);
+    return false;
+  }
+  *fn = &Gateway::on_accepted;
+  *user = g;
+  return true;
+}
+
+void Gateway::on_accepted(void* user, TcpConnId c, TcpEvent ev) {
+  Gateway* g = static_cast<Gateway*>(user);
+  if (ev == TcpEvent::kConnected) {
+    g->start(c);
+  } else {
+    g->stack_.abort(c);  // not reached: kConnected always comes first
+  }
+}
+
+void Gateway::start(TcpConnId tc) {
+  tcp::TcpConnInfo ci;
+  if (!stack_.info(tc, &ci)) return;
+  if (snap_ == nullptr || snap_->tls_contexts.size() <= worker_ || draining_ ||
+      n_conns_ >= p_.max_connections) {
+    count(snap_ == nullptr || snap_->tls_contexts.size() <= worker_
+              ? GwCounter::k_refused_no_certificate
+          : draining_ ? GwCounter::k_refused_draining
+                      : GwCounter::k_refused_limit);
+    stack_.abort(tc);
+    return;
+  }
+  Conn* c = new Conn();
+  c->gw = this;
+  c->tcp = tc;
+  c->tls = snap_->tls_contexts[worker_];
+  c->engine = Connection::server(*c->tls, *this, engine_counters_, now_ms(), p_.limits);
+  c->peer = ci.tuple.remote;
+  c->peer_port = ci.tuple.remote_port;
+  c->local = ci.tuple.local;
+  c->next = conns_;
+  if (conns_ != nullptr) conns_->prev = c;
+  conns_ = c;
+  ++n_conns_;
+  count(GwCounter::k_accepted);
+  stack_.set_user(tc, &Gateway::on_conn, c);
+}
+
+void Gateway::on_conn(void* user, TcpConnId, TcpEvent ev) {
+  Conn* c = static_cast<Conn*>(user);
+  c->gw->conn_event(c, ev);
+}
+
+void Gateway::on_up(void* user, TcpConnId, TcpEvent ev) {
+  Up* u = static_cast<Up*>(user);
+  u->conn->gw->up_event(u, ev);
+}
+
+void Gateway::conn_event(Conn* c, TcpEvent ev) {
+  if (c->dead) return;
+  switch (ev) {
+    case TcpEvent::kConnected:
+      break;
+    case TcpEvent::kReadable:
+      read_transport(c);
+      break;
+    case TcpEvent::kWritable:
+      break;  // service() below moves the waiting ciphertext
+    case TcpEvent::kPeerFin:
+      read_transport(c);  // the bytes before the FIN
+      if (!c->dead) c->engine->recv_transport_eof(now_ms());
+      break;
+    case TcpEvent::kReset:
+    case TcpEvent::kClosed:
+      // The transport is gone: nothing more can be sent (kClosed follows from the engine).
+      read_transport(c);
+      if (!c->dead) c->engine->abort();
+      break;
+  }
+  service(c);
+}
+
+void Gateway::read_transport(Conn* c) {
+  uint8_t buf[kChunk];
+  while (!c->dead && !c->engine->closed()) {
+    const uint32_t n = stack_.recv(c->tcp, buf, sizeof buf);
+    if (n == 0) break;
+    current_ = c;
+    c->engine->recv_transport(buf, n, now_ms());
+    // Connects that failed at once are answered now (hooks may not call back in).
+    for (const auto& [rc, stream] : refused_) rc->engine->upstream_connected(stream, false);
+    refused_.clear();
+  }
+}
+
+void Gateway::service(Conn* c) {
+  if (c->dead) return;
+  flush(c);
+  process_events(c);
+}
+
+void Gateway::flush(Conn* c) {
+  if (c->tcp == tcp::kNoConn) return;
+  const ByteQueue& q = c->engine->transport_out();
+  while (!q.empty()) {
+    const uint32_t n = stack_.send(c->tcp, q.data(), uint32_t(std::min<size_t>(q.size(), UINT32_MAX)));
+    if (n == 0) break;  // kWritable follows when the send buffer has room
+    c->engine->transport_out_consumed(n);
+  }
+}
+
+Gateway::Up* Gateway::find_up(Conn* c, int32_t stream) const {
+  for (Up* u : c->ups) {
+    if (u->stream == stream) return u;
+  }
+  return nullptr;
+}
+
+void Gateway::process_events(Conn* c) {
+  Event ev;
+  while (!c->dead && c->engine->poll_event(ev)) {
+    Up* u = find_up(c, ev.stream);
+    switch (ev.kind) {
+      case EventKind::kEstablished:
+      case EventKind::kStreamResponse:  // client role only
+      case EventKind::kGoaway:          // a client does not send requests to us
+        break;
+      case EventKind::kStreamReadable:
+        if (u != nullptr) pump_down(u);
+        break;
+      case EventKind::kStreamRemoteEnd:
+        if (u != nullptr) {
+          u->remote_end = true;
+          pump_down(u);
+        }
+        break;
+      case EventKind::kStreamWritable:
+        if (u != nullptr) pump_up(u);
+        break;
+      case EventKind::kStreamReset:
+        // The client reset the tunnel: reset the upstream (a clean CANCEL too: the stream will
+        // carry nothing more, and a half-written upstream must not look complete).
+        if (u != nullptr) {
+          count(GwCounter::k_tunnels_closed);
+          drop_up(u, true);
+        }
+        break;
+      case EventKind::kStreamClosed:
+        if (u == nullptr) {
+          c->engine->stream_release(ev.stream);  // rejected (400/401/503), or its upstream is gone
+        } else if (u->tcp == tcp::kNoConn || (ev.code != 0 && !u->remote_end)) {
+          count(GwCounter::k_tunnels_closed);
+          drop_up(u, true);
+          c->engine->stream_release(ev.stream);
+        } else {
+          u->h2_closed = true;
+          maybe_finish(u);
+        }
+        break;
+      case EventKind::kClosed:
+        flush(c);  // a last alert or GOAWAY
+        destroy(c);
+        return;
+    }
+  }
+  flush(c);
+}
+
+void Gateway::destroy(Conn* c) {
+  if (c->dead) return;
+  c->dead = true;
+  for (Up* u : c->ups) {
+    if (u->tcp != tcp::kNoConn) stack_.abort(u->tcp);
+    delete u;
+    --n_tunnels_;
+  }
+  c->ups.clear();
+  if (c->tcp != tcp::kNoConn) {
+    // FIN after the last ciphertext (close() resets instead when unread bytes are left).
+    stack_.close(c->tcp);
+    c->tcp = tcp::kNoConn;
+  }
+  if (c->prev != nullptr) c->prev->next = c->next;
+  if (c->next != nullptr) c->next->prev = c->prev;
+  if (conns_ == c) conns_ = c->next;
+  --n_conns_;
+  count(GwCounter::k_connections_closed);
+  dead_.push_back(c);  // its engine may still be on the call stack
+}
+
+// ---- tunnels --------------------------------------------------------------------------------
+
+Resolution Gateway::resolve(const Authority& a) {
+  Conn* c = current_;
+  // The peer's address and port and its request count: one client's streams spread over the
+  // service's endpoints the way separate connections would.
+  const uint32_t h = lb_flow_hash(c->peer, c->local, htons(c->peer_port), htons(++c->requests),
+                                  kProtoTcp);
+  return hbone::resolve(*snap_, a, h).resolution();
+}
+
+bool Gateway::authorize(std::string_view peer_id, const Resolution& dst) {
+  policy::Request req;
+  policy::set_identity(req, peer_id);
+  req.src_ip = current_->peer;
+  req.dst_ip = dst.ip;
+  req.dst_port = dst.port;
+  // The destination's workload in this snapshot (a re-check may run on a newer one than the
+  // resolution): its identity's namespace and its selector policies.
+  int32_t bi = snap_->find_backend(dst.ip, htons(dst.port), kProtoTcp);
+  if (bi < 0) bi = snap_->backend_ip_index.find(dst.ip);
+  const std::vector<const policy::Policy*> pols = policies_for(*snap_, bi);
+  return policy::evaluate(pols, req).allow;
+}
+
+void Gateway::connect(int32_t stream, const Resolution& dst) {
+  Conn* c = current_;
+  count(GwCounter::k_upstream_connects);
+  Up* u = new Up();
+  u->conn = c;
+  u->stream = stream;
+  const uint32_t h = lb_flow_hash(c->peer, dst.ip, htons(c->peer_port), htons(dst.port), kProtoTcp);
+  if (proxy_.connect_upstream(dst.ip, htons(dst.port), h, &Gateway::on_up, u, &u->tcp) !=
+      tcp::TcpError::kOk) {
+    count(GwCounter::k_upstream_failed);
+    delete u;
+    refused_.emplace_back(c, stream);
+    return;
+  }
+  c->ups.push_back(u);
+  ++n_tunnels_;
+}
+
+void Gateway::up_event(Up* u, TcpEvent ev) {
+  Conn* c = u->conn;
+  switch (ev) {
+    case TcpEvent::kConnected:
+      u->connected = true;
+      count(GwCounter::k_upstream_connected);
+      c->engine->upstream_connected(u->stream, true);
+      pump_down(u);  // bytes that came with the request
+      break;
+    case TcpEvent::kReadable:
+      pump_up(u);
+      break;
+    case TcpEvent::kPeerFin:
+      u->fin_in = true;
+      pump_up(u);
+      break;
+    case TcpEvent::kWritable:
+      pump_down(u);
+      break;
+    case TcpEvent::kReset:
+    case TcpEvent::kClosed:
+      if (!u->connected) {
+        // Refused (RST) or the handshake timed out: 503.
+        count(GwCounter::k_upstream_failed);
+        const int32_t stream = u->stream;
+        drop_up(u, false);
+        c->engine->upstream_connected(stream, false);
+      } else if (ev == TcpEvent::kClosed && u->fin_in && u->shut) {
+        // Both directions ended and acknowledged: bytes still unread go on as the stream
+        // takes them; maybe_finish() releases the handle.
+        pump_up(u);
+      } else {
+        pump_up(u);  // what arrived before the reset
+        count(GwCounter::k_upstream_resets);
+        const int32_t stream = u->stream;
+        drop_up(u, false);
+        c->engine->stream_reset(stream, kUpstreamResetCode);
+      }
+      break;
+  }
+  service(c);
+}
+
+void Gateway::pump_up(Up* u) {
+  if (!u->connected || u->tcp == tcp::kNoConn || u->stream_end) return;
+  Connection& e = *u->conn->engine;
+  uint8_t buf[kChunk];
+  uint64_t moved = 0;
+  for (;;) {
+    const size_t room = e.stream_send_room(u->stream);
+    if (room == 0) {
+      // Full send budget: asks for kStreamWritable (takes nothing); the upstream's unread
+      // bytes close its TCP window meanwhile.
+      e.stream_write(u->stream, buf, 1);
+      break;
+    }
+    const uint32_t n = stack_.recv(u->tcp, buf, uint32_t(std::min(room, sizeof buf)));
+    if (n == 0) break;
+    e.stream_write(u->stream, buf, n);  // n <= room: all taken
+    moved += n;
+  }
+  count(GwCounter::k_bytes_from_upstream, moved);
+  tcp::TcpConnInfo ci;
+  if (u->fin_in && (!stack_.info(u->tcp, &ci) || ci.recv_queued == 0)) {
+    e.stream_shutdown(u->stream);  // FIN → END_STREAM after the bytes before it
+    u->stream_end = true;
+  }
+}
+
+void Gateway::pump_down(Up* u) {
+  if (!u->connected || u->tcp == tcp::kNoConn) return;
+  Connection& e = *u->conn->engine;
+  uint8_t buf[kChunk];
+  uint64_t moved = 0;
+  for (;;) {
+    const size_t avail = e.stream_readable(u->stream);
+    if (avail == 0) break;
+    const uint32_t space = stack_.send_space(u->tcp);
+    if (space == 0) {
+      stack_.request_writable(u->tcp);  // the stream's window stays closed meanwhile
+      break;
+    }
+    const size_t n = e.stream_read(u->stream, buf, std::min({avail, sizeof buf, size_t(space)}));
+    if (n == 0) break;
+    const uint32_t sent = stack_.send(u->tcp, buf, uint32_t(n));
+    moved += sent;
+    if (sent < n) {
+      // Out of mbufs: the bytes read cannot be put back, so the tunnel cannot stay exact.
+      count(GwCounter::k_upstream_resets);
+      count(GwCounter::k_bytes_to_upstream, moved);
+      const int32_t stream = u->stream;
+      Conn* c = u->conn;
+      drop_up(u, true);
+      c->engine->stream_reset(stream, kUpstreamResetCode);
+      return;
+    }
+  }
+  count(GwCounter::k_bytes_to_upstream, moved);
+  if (u->remote_end && !u->shut && e.stream_readable(u->stream) == 0) {
+    stack_.shutdown_write(u->tcp);  // END_STREAM → FIN; the other direction keeps flowing
+    u->shut = true;
+  }
+  maybe_finish(u);
+}
+
+void Gateway::maybe_finish(Up* u) {
+  if (!u->h2_closed) return;
+  Conn* c = u->conn;
+  if (c->engine->stream_readable(u->stream) != 0) return;
+  const int32_t stream = u->stream;
+  count(GwCounter::k_tunnels_closed);
+  drop_up(u, false);  // close(): FIN after what is queued, or RST if upstream bytes are unread
+  c->engine->stream_release(stream);
+}
+
+void Gateway::drop_up(Up* u, bool reset_tcp) {
+  Conn* c = u->conn;
+  if (u->tcp != tcp::kNoConn) {
+    if (reset_tcp) {
+      stack_.abort(u->tcp);
+    } else {
+      stack_.close(u->tcp);
+    }
+  }
+  c->ups.erase(std::find(c->ups.begin(), c->ups.end(), u));
+  delete u;
+  --n_tunnels_;
+}
+
+}  // namespace meshgate::dp::hbone

@@ -1,0 +1,144 @@
+// The HBONE terminator of one worker (issue 7 "Termination"): the [hbone] port on every local
+// address, served by the worker's userspace TCP stack (the one the proxy owns: same steering,
+// same output path, same port choice for active opens).
+//
+//   client ──TCP──► stack ──► hbone::Connection (mTLS 1.3 + HTTP/2, server role)
+//                                 │ CONNECT :authority
+//                                 ├─ resolve   dp::hbone::resolve on the worker's snapshot
+//                                 ├─ authorize policies_for + policy::evaluate (401)
+//                                 └─ connect   Proxy::connect_upstream from a [fullnat] address
+//   stream bytes ◄──────────────► upstream TCP connection (flow control both ways)
+//
+// END_STREAM ↔ FIN, RST_STREAM ↔ RST, GOAWAY on drain. A new snapshot version re-checks every
+// live tunnel against the policies it carries (Connection::recheck_authorization). New
+// connections take the snapshot's TLS context for this worker; a connection keeps its own.
+//
+// Backpressure: tunnel bytes are read from the upstream connection only as far as the stream's
+// send budget allows, and from the stream only as far as the upstream's send buffer has room,
+// so a slow side closes the other side's window (HTTP/2 or TCP). Ciphertext goes to the stack
+// as the connection's send buffer takes it.
+//
+// Threads: built by Worker::init(); every other call on the worker lcore only, except stats(),
+// which any thread may read.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "dataplane/common/net_types.h"
+#include "dataplane/hbone/connection.h"
+#include "dataplane/hbone/counters.h"
+#include "dataplane/tcp/tcp_types.h"
+#include "dataplane/tls/tls.h"
+
+namespace meshgate::dp {
+struct Snapshot;
+class Proxy;
+namespace tcp {
+class TcpStack;
+}
+}  // namespace meshgate::dp
+
+namespace meshgate::dp::hbone {
+
+enum class GwCounter : uint16_t {
+#define X(name, help) k_##name,
+#include "dataplane/hbone/gateway_counters.def"
+#undef X
+  kCount
+};
+inline constexpr int kNumGwCounters = int(GwCounter::kCount);
+const char* gw_counter_name(GwCounter c);
+const char* gw_counter_help(GwCounter c);
+
+struct GatewayParams {
+  uint16_t port = 15008;
+  // HBONE connections per worker (each holds a TLS session and HTTP/2 state).
+  uint32_t max_connections = 4096;
+  Limits limits;
+};
+
+// Counters as published for other threads (relaxed stores by the worker, see publish()).
+struct GatewayStats {
+  uint64_t engine[kNumCounters] = {};
+  uint64_t gw[kNumGwCounters] = {};
+  uint64_t connections_active = 0;  // gauge
+  uint64_t tunnels_active = 0;      // gauge: streams with an upstream connection
+};
+
+class Gateway final : private ServerHooks {
+ public:
+  // `worker`: the index of this worker's TLS context in Snapshot::tls_contexts.
+  Gateway(const GatewayParams& p, Proxy& proxy, uint16_t worker, uint64_t now_ns);
+  ~Gateway() override;
+  Gateway(const Gateway&) = delete;
+  Gateway& operator=(const Gateway&) = delete;
+
+  // Once per poll iteration, after Proxy::begin(): listeners follow the snapshot's local
+  // addresses, a new version re-checks live tunnels, `draining` sends GOAWAY once.
+  void begin(const Snapshot* snap, uint64_t now_ns, bool draining);
+  // Engine timers (PING, handshake timeout), at most every 100 ms; frees finished connections.
+  void advance();
+  void publish(bool force);
+
+  uint16_t port() const { return p_.port; }
+  const GatewayStats& stats() const { return published_; }
+  uint32_t connections_active() const { return n_conns_; }
+
+ private:
+  struct Conn;
+  struct Up;
+
+  // TCP events.
+  static bool accept(void* ctx, const tcp::TcpTuple& t, tcp::TcpEventFn* fn, void** user);
+  static void on_accepted(void* user, tcp::TcpConnId c, tcp::TcpEvent ev);
+  static void on_conn(void* user, tcp::TcpConnId c, tcp::TcpEvent ev);
+  static void on_up(void* user, tcp::TcpConnId c, tcp::TcpEvent ev);
+
+  // ServerHooks (inside recv_transport / recheck_authorization of `current_`).
+  Resolution resolve(const Authority& authority) override;
+  bool authorize(std::string_view peer_id, const Resolution& dst) override;
+  void connect(int32_t stream, const Resolution& dst) override;
+
+  void start(tcp::TcpConnId c);
+  void conn_event(Conn* c, tcp::TcpEvent ev);
+  void up_event(Up* u, tcp::TcpEvent ev);
+  void read_transport(Conn* c);
+  // Ciphertext → the stack, then the engine's events; reports refused connects first.
+  void service(Conn* c);
+  void flush(Conn* c);
+  void process_events(Conn* c);
+  void pump_up(Up* u);    // upstream TCP → stream
+  void pump_down(Up* u);  // stream → upstream TCP
+  void maybe_finish(Up* u);
+  void drop_up(Up* u, bool reset_tcp);
+  void destroy(Conn* c);
+  Up* find_up(Conn* c, int32_t stream) const;
+  void sync_listeners();
+  uint32_t now_ms() const { return uint32_t(now_ns_ / 1'000'000); }
+  void count(GwCounter c, uint64_t n = 1) { gw_[int(c)] += n; }
+
+  GatewayParams p_;
+  Proxy& proxy_;
+  tcp::TcpStack& stack_;
+  uint16_t worker_;
+  const Snapshot* snap_ = nullptr;
+  uint64_t version_ = 0;
+  uint64_t now_ns_ = 0;
+  uint64_t last_timer_ms_ = 0;
+  bool draining_ = false;
+  std::vector<std::pair<IpAddr, uint16_t>> listening_;
+  Conn* conns_ = nullptr;  // doubly linked, live connections
+  std::vector<Conn*> dead_;  // ended: freed in advance()
+  uint32_t n_conns_ = 0;
+  uint32_t n_tunnels_ = 0;
+  Conn* current_ = nullptr;  // the connection whose hooks run
+  std::vector<std::pair<Conn*, int32_t>> refused_;  // connects that failed at once
+  Counters engine_counters_;
+  uint64_t gw_[kNumGwCounters] = {};
+  GatewayStats published_;
+  uint32_t published_ms_ = 0;
+};
+
+}  // namespace meshgate::dp::hbone
