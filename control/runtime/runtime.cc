@@ -125,8 +125,9 @@ dp::ProxyParams proxy_params(const Config& cfg) {
   // Static proxy VIPs are known; mesh services may add any number later.
   size_t vips = 0;
   for (const auto& s : cfg.services) vips += s.mode == ForwardMode::kProxy;
-  const bool mesh_proxy =
-      cfg.mesh.source != MeshSource::kNone && cfg.mesh.mode == ForwardMode::kProxy;
+  // Mesh services run on the stack in proxy mode, or when they have HBONE endpoints.
+  const bool mesh_proxy = cfg.mesh.source != MeshSource::kNone &&
+                          (cfg.mesh.mode == ForwardMode::kProxy || uses_hbone(cfg));
   t.max_listeners = uint32_t(std::max<size_t>(mesh_proxy ? 1024 : 64, 2 * vips));
   // RFC 6528 ISNs and SYN cookies: a secret nobody outside the process knows, shared by the
   // workers (a cookie is checked by whichever worker gets the ACK).

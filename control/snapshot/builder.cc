@@ -154,6 +154,15 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
     s.gue_port_be = htons(sc.gue_port);
     s.proto = uint8_t(sc.protocol);
     s.mode = to_dp(sc.mode);
+    // Endpoints reached over HBONE (tunnel = hbone) need the client's TCP terminated: with an
+    // [hbone] certificate source the service runs on the workers' TCP stack like a proxy
+    // service, and each connection goes to its Maglev choice over HBONE (a plain endpoint of
+    // the same service as proxied TCP).
+    if (uses_hbone(cfg) && s.proto == 6 &&
+        std::any_of(sc.endpoints.begin(), sc.endpoints.end(),
+                    [](const EndpointSpec& ep) { return ep.tunnel == TunnelProtocol::kHbone; })) {
+      s.mode = dp::Mode::kProxy;
+    }
     s.proxy_protocol = sc.proxy_protocol == ProxyProtocol::kV2 ? 2 : 0;
     s.name = sc.name;
     s.hostname = sc.hostname;

@@ -6,6 +6,7 @@
 #include <atomic>
 
 #include "dataplane/common/compiler.h"
+#include "dataplane/hbone/headers.h"
 #include "dataplane/hbone/resolve.h"
 #include "dataplane/lb/lb.h"
 #include "dataplane/packet/wire.h"
@@ -61,11 +62,17 @@ struct Gateway::Conn {
   Conn* prev = nullptr;
   Conn* next = nullptr;
   bool dead = false;
+  // Origination: a pooled client connection to an endpoint's HBONE port.
+  bool client = false;
+  bool dialing = false;  // TCP handshake in flight
+  Pool::ConnId pool_id = 0;  // 0: not (or no longer) in the pool
+  PoolKey key;
 };
 
 // One tunnel: an HTTP/2 stream and its upstream TCP connection.
 struct Gateway::Up {
-  Conn* conn = nullptr;
+  Gateway* gw = nullptr;
+  Conn* conn = nullptr;  // null while an origination waits for a stream
   int32_t stream = 0;
   TcpConnId tcp = tcp::kNoConn;
   bool connected = false;   // upstream handshake done (the stream got its 200)
@@ -74,6 +81,10 @@ struct Gateway::Up {
   bool remote_end = false;  // END_STREAM received (→ FIN upstream once the bytes are out)
   bool shut = false;        // we sent FIN upstream
   bool h2_closed = false;
+  // Origination: the TCP side is the client; `connected` means the CONNECT got its 200.
+  bool origin = false;
+  PoolKey key;
+  ConnectRequest req;
 };
 
 Gateway::Gateway(const GatewayParams& p, Proxy& proxy, uint16_t worker, uint64_t now_ns)
@@ -126,6 +137,16 @@ void Gateway::advance() {
       c->engine->on_timer(now);
       service(c);
       c = next;
+    }
+    // Pooled connections idle for 5 minutes: GOAWAY, then closed.
+    for (const Pool::ConnId id : pool_.expire(now)) {
+      const auto it = pool_conns_.find(id);
+      if (it == pool_conns_.end()) continue;
+      Conn* c = it->second;
+      pool_conns_.erase(it);
+      c->pool_id = 0;
+      c->engine->drain();
+      service(c);
     }
   }
   for (Conn* c : dead_) delete c;
@@ -229,13 +250,14 @@ void Gateway::on_conn(void* user, TcpConnId, TcpEvent ev) {
 
 void Gateway::on_up(void* user, TcpConnId, TcpEvent ev) {
   Up* u = static_cast<Up*>(user);
-  u->conn->gw->up_event(u, ev);
+  u->gw->up_event(u, ev);
 }
 
 void Gateway::conn_event(Conn* c, TcpEvent ev) {
   if (c->dead) return;
   switch (ev) {
     case TcpEvent::kConnected:
+      c->dialing = false;  // an origination's dial: the ClientHello goes out below
       break;
     case TcpEvent::kReadable:
       read_transport(c);
@@ -276,7 +298,7 @@ void Gateway::service(Conn* c) {
 }
 
 void Gateway::flush(Conn* c) {
-  if (c->tcp == tcp::kNoConn) return;
+  if (c->tcp == tcp::kNoConn || c->dialing) return;
   const ByteQueue& q = c->engine->transport_out();
   while (!q.empty()) {
     const uint32_t n = stack_.send(c->tcp, q.data(), uint32_t(std::min<size_t>(q.size(), UINT32_MAX)));
@@ -298,8 +320,26 @@ void Gateway::process_events(Conn* c) {
     Up* u = find_up(c, ev.stream);
     switch (ev.kind) {
       case EventKind::kEstablished:
-      case EventKind::kStreamResponse:  // client role only
-      case EventKind::kGoaway:          // a client does not send requests to us
+        if (c->client && c->pool_id != 0) {
+          pool_.dial_done(c->pool_id, true, p_.limits.client_max_streams, now_ms());
+          retry_waiting();
+        }
+        break;
+      case EventKind::kStreamResponse:
+        if (u != nullptr && u->origin && ev.code == 200) {
+          u->connected = true;
+          count(GwCounter::k_origin_established);
+          pump_up(u);  // client bytes that waited in its window
+          pump_down(u);
+        }
+        break;  // any other status: the engine resets the stream (kStreamReset follows)
+      case EventKind::kGoaway:
+        if (c->client && c->pool_id != 0) {
+          const bool idle = pool_.retire(c->pool_id);
+          pool_conns_.erase(c->pool_id);
+          c->pool_id = 0;
+          if (idle) c->engine->drain();
+        }
         break;
       case EventKind::kStreamReadable:
         if (u != nullptr) pump_down(u);
@@ -314,14 +354,22 @@ void Gateway::process_events(Conn* c) {
         if (u != nullptr) pump_up(u);
         break;
       case EventKind::kStreamReset:
-        // The client reset the tunnel: reset the upstream (a clean CANCEL too: the stream will
-        // carry nothing more, and a half-written upstream must not look complete).
-        if (u != nullptr) {
+        if (u == nullptr) break;
+        if (is_clean_reset(ev.code)) {
+          // specs/hbone.md: NO_ERROR or CANCEL is a clean end (nghttpx ends CONNECT streams so
+          // once its upstream closed): what the stream delivered goes out, then FIN.
+          u->remote_end = true;
+          pump_down(u);
+        } else {
           count(GwCounter::k_tunnels_closed);
+          if (u->origin) count(GwCounter::k_origin_client_resets);
           drop_up(u, true);
         }
         break;
       case EventKind::kStreamClosed:
+        if (c->client && c->pool_id != 0 && pool_.release(c->pool_id, now_ms())) {
+          c->engine->drain();  // retired, and this was its last stream
+        }
         if (u == nullptr) {
           c->engine->stream_release(ev.stream);  // rejected (400/401/503), or its upstream is gone
         } else if (u->tcp == tcp::kNoConn || (ev.code != 0 && !u->remote_end)) {
@@ -347,10 +395,23 @@ void Gateway::destroy(Conn* c) {
   c->dead = true;
   for (Up* u : c->ups) {
     if (u->tcp != tcp::kNoConn) stack_.abort(u->tcp);
+    if (u->origin) count(GwCounter::k_origin_client_resets);
     delete u;
     --n_tunnels_;
   }
   c->ups.clear();
+  if (c->client && c->pool_id != 0) {
+    pool_conns_.erase(c->pool_id);
+    if (c->engine->established()) {
+      pool_.retire(c->pool_id);
+    } else {
+      // The dial failed (TCP, TLS, identity): the clients waiting for it are reset.
+      count(GwCounter::k_origin_dial_failed);
+      pool_.dial_done(c->pool_id, false, 0, now_ms());
+      fail_waiting(c->key);
+    }
+    c->pool_id = 0;
+  }
   if (c->tcp != tcp::kNoConn) {
     // FIN after the last ciphertext (close() resets instead when unread bytes are left).
     stack_.close(c->tcp);
@@ -393,6 +454,7 @@ void Gateway::connect(int32_t stream, const Resolution& dst) {
   Conn* c = current_;
   count(GwCounter::k_upstream_connects);
   Up* u = new Up();
+  u->gw = this;
   u->conn = c;
   u->stream = stream;
   const uint32_t h = lb_flow_hash(c->peer, dst.ip, htons(c->peer_port), htons(dst.port), kProtoTcp);
@@ -428,7 +490,19 @@ void Gateway::up_event(Up* u, TcpEvent ev) {
       break;
     case TcpEvent::kReset:
     case TcpEvent::kClosed:
-      if (!u->connected) {
+      if (u->origin && !u->connected) {
+        // The client went away before its tunnel opened.
+        count(GwCounter::k_origin_client_resets);
+        if (c == nullptr) {
+          waiting_.erase(std::find(waiting_.begin(), waiting_.end(), u));
+          stack_.abort(u->tcp);
+          delete u;
+          return;
+        }
+        const int32_t stream = u->stream;
+        drop_up(u, true);
+        c->engine->stream_reset(stream, 8);  // CANCEL
+      } else if (!u->connected) {
         // Refused (RST) or the handshake timed out: 503.
         count(GwCounter::k_upstream_failed);
         const int32_t stream = u->stream;
@@ -447,7 +521,7 @@ void Gateway::up_event(Up* u, TcpEvent ev) {
       }
       break;
   }
-  service(c);
+  if (c != nullptr) service(c);
 }
 
 void Gateway::pump_up(Up* u) {
@@ -534,6 +608,123 @@ void Gateway::drop_up(Up* u, bool reset_tcp) {
   c->ups.erase(std::find(c->ups.begin(), c->ups.end(), u));
   delete u;
   --n_tunnels_;
+}
+
+}  // namespace meshgate::dp::hbone
+
+namespace meshgate::dp::hbone {
+
+// ---- origination ----------------------------------------------------------------------------
+
+void Gateway::originate(TcpConnId client, const SnapService& svc, const SnapBackend& be) {
+  count(GwCounter::k_originated);
+  const std::string& id = snap_->identity_of(be);
+  tcp::TcpConnInfo ci;
+  if (id.empty() || snap_->tls_contexts.size() <= worker_ || draining_ ||
+      !stack_.info(client, &ci)) {
+    // Without the endpoint's identity the server cannot be verified; without a certificate we
+    // cannot prove ours.
+    count(GwCounter::k_origin_no_identity);
+    stack_.abort(client);
+    return;
+  }
+  Up* u = new Up();
+  u->gw = this;
+  u->origin = true;
+  u->tcp = client;
+  const tls::Context& tls = *snap_->tls_contexts[worker_];
+  u->key = PoolKey(tls.own_id(), {id}, be.address, p_.port, IpAddr());
+  // specs/hbone.md "CONNECT request": the pod address and target port, and where the bytes
+  // come from.
+  u->req.authority = authority_of(be.address, ntohs(be.port_be));
+  u->req.forwarded = forwarded_header(ci.tuple.remote, ci.tuple.remote_port, svc.hostname);
+  auto next = [this] {
+    rng_ ^= rng_ << 13;
+    rng_ ^= rng_ >> 7;
+    rng_ ^= rng_ << 17;
+    return rng_;
+  };
+  u->req.traceparent = traceparent_header(next(), next(), next());
+  BaggageFields b;
+  b.service_name = svc.hostname.empty() ? svc.name : svc.hostname;
+  u->req.baggage = baggage_header(b);
+  stack_.set_user(client, &Gateway::on_up, u);
+  checkout(u);
+}
+
+void Gateway::checkout(Up* u) {
+  const Pool::Checkout co = pool_.acquire(u->key, now_ms());
+  if (co.action != Pool::Action::kUse) {
+    waiting_.push_back(u);
+    if (co.action == Pool::Action::kDial) dial(co.conn, u->key);
+    return;
+  }
+  Conn* c = pool_conns_.at(co.conn);
+  const int32_t stream = c->engine->open_stream(u->req);
+  if (stream < 0) {
+    pool_.release(co.conn, now_ms());
+    reset_client(u);
+    return;
+  }
+  count(GwCounter::k_origin_streams);
+  u->conn = c;
+  u->stream = stream;
+  c->ups.push_back(u);
+  ++n_tunnels_;
+  flush(c);
+}
+
+void Gateway::dial(Pool::ConnId id, const PoolKey& key) {
+  Conn* c = new Conn();
+  c->gw = this;
+  c->client = true;
+  c->dialing = true;
+  c->pool_id = id;
+  c->key = key;
+  c->tls = snap_->tls_contexts[worker_];
+  c->engine = Connection::client(*c->tls, key.dst_identities, engine_counters_, now_ms(), p_.limits);
+  c->peer = key.dst_ip;
+  c->peer_port = key.dst_port;
+  count(GwCounter::k_origin_dials);
+  const uint32_t h = lb_flow_hash(key.dst_ip, key.dst_ip, htons(uint16_t(id)), htons(key.dst_port),
+                                  kProtoTcp);
+  if (proxy_.connect_upstream(key.dst_ip, htons(key.dst_port), h, &Gateway::on_conn, c, &c->tcp) !=
+      tcp::TcpError::kOk) {
+    count(GwCounter::k_origin_dial_failed);
+    pool_.dial_done(id, false, 0, now_ms());
+    delete c;
+    fail_waiting(key);
+    return;
+  }
+  c->next = conns_;
+  if (conns_ != nullptr) conns_->prev = c;
+  conns_ = c;
+  ++n_conns_;
+  pool_conns_[id] = c;
+}
+
+void Gateway::retry_waiting() {
+  std::vector<Up*> w;
+  w.swap(waiting_);
+  for (Up* u : w) checkout(u);
+}
+
+void Gateway::fail_waiting(const PoolKey& key) {
+  for (size_t i = 0; i < waiting_.size();) {
+    Up* u = waiting_[i];
+    if (!(u->key == key)) {
+      ++i;
+      continue;
+    }
+    waiting_.erase(waiting_.begin() + ptrdiff_t(i));
+    reset_client(u);
+  }
+}
+
+void Gateway::reset_client(Up* u) {
+  count(GwCounter::k_origin_client_resets);
+  stack_.abort(u->tcp);
+  delete u;
 }
 
 }  // namespace meshgate::dp::hbone

@@ -13,6 +13,14 @@
 // live tunnel against the policies it carries (Connection::recheck_authorization). New
 // connections take the snapshot's TLS context for this worker; a connection keeps its own.
 //
+// Origination (issue 7 "Origination"): a client connection the proxy accepted for a VIP whose
+// Maglev choice is an HBONE endpoint comes here (originate()); it takes a stream on a pooled
+// HBONE connection to <pod IP>:[hbone] port (hbone::Pool: one dial per key at a time, up to
+// 100 streams per connection, 5 min idle release), dialled from a [fullnat] address, with the
+// endpoint's SPIFFE identity as the only accepted server identity, and CONNECTs
+// <pod IP>:<target port> with baggage, forwarded and traceparent. Client bytes wait in the
+// client's TCP window until the 200; anything else resets the client.
+//
 // Backpressure: tunnel bytes are read from the upstream connection only as far as the stream's
 // send budget allows, and from the stream only as far as the upstream's send buffer has room,
 // so a slow side closes the other side's window (HTTP/2 or TCP). Ciphertext goes to the stack
@@ -24,16 +32,20 @@
 
 #include <cstdint>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "dataplane/common/net_types.h"
 #include "dataplane/hbone/connection.h"
 #include "dataplane/hbone/counters.h"
+#include "dataplane/hbone/pool.h"
 #include "dataplane/tcp/tcp_types.h"
 #include "dataplane/tls/tls.h"
 
 namespace meshgate::dp {
 struct Snapshot;
+struct SnapService;
+struct SnapBackend;
 class Proxy;
 namespace tcp {
 class TcpStack;
@@ -82,6 +94,10 @@ class Gateway final : private ServerHooks {
   void advance();
   void publish(bool force);
 
+  // Takes over `client` (an established connection of the proxy's stack to `svc`), whose
+  // Maglev choice `backend` has tunnel = hbone. Worker thread, inside the stack's events.
+  void originate(tcp::TcpConnId client, const SnapService& svc, const SnapBackend& backend);
+
   uint16_t port() const { return p_.port; }
   const GatewayStats& stats() const { return published_; }
   uint32_t connections_active() const { return n_conns_; }
@@ -112,6 +128,12 @@ class Gateway final : private ServerHooks {
   void pump_up(Up* u);    // upstream TCP → stream
   void pump_down(Up* u);  // stream → upstream TCP
   void maybe_finish(Up* u);
+  // Origination: a stream for `u` on a pooled connection (or a dial, or a wait).
+  void checkout(Up* u);
+  void dial(Pool::ConnId id, const PoolKey& key);
+  void retry_waiting();
+  void fail_waiting(const PoolKey& key);
+  void reset_client(Up* u);  // an origination that cannot go on: RST the client
   void drop_up(Up* u, bool reset_tcp);
   void destroy(Conn* c);
   Up* find_up(Conn* c, int32_t stream) const;
@@ -134,6 +156,10 @@ class Gateway final : private ServerHooks {
   uint32_t n_conns_ = 0;
   uint32_t n_tunnels_ = 0;
   Conn* current_ = nullptr;  // the connection whose hooks run
+  Pool pool_;
+  std::unordered_map<Pool::ConnId, Conn*> pool_conns_;
+  std::vector<Up*> waiting_;  // originations without a stream yet
+  uint64_t rng_ = 0x9e3779b97f4a7c15ull;  // traceparent ids (xorshift; not a secret)
   std::vector<std::pair<Conn*, int32_t>> refused_;  // connects that failed at once
   Counters engine_counters_;
   uint64_t gw_[kNumGwCounters] = {};

@@ -9,6 +9,7 @@
 #include <cstddef>
 
 #include "dataplane/conntrack/conntrack.h"
+#include "dataplane/hbone/gateway.h"
 #include "dataplane/lb/lb.h"
 #include "dataplane/nat/icmp_error.h"
 #include "dataplane/nat/rss.h"
@@ -280,6 +281,11 @@ void Proxy::start_session(TcpConnId c) {
                                   kProtoTcp);
   const SnapBackend& be =
       snap_->backends[svc->first_backend + lb_lookup(svc->table, svc->table_size, h)];
+  if (be.tunnel == Tunnel::kHbone && hbone_ != nullptr) {
+    count(kPxHboneOriginated);
+    hbone_->originate(c, *svc, be);  // the originator owns the client connection from here
+    return;
+  }
   Session* s = alloc_session();
   if (s == nullptr) {
     count(kPxSessionTableFull);

@@ -43,6 +43,9 @@ struct FlowRecord;
 struct BackendCounters;
 class FlowTable;
 class RssPredictor;
+namespace hbone {
+class Gateway;
+}
 
 enum ProxyCounter : uint32_t {
 #define MG_PROXY_COUNTER(e, name, desc) e,
@@ -142,6 +145,10 @@ class Proxy {
   tcp::TcpError connect_upstream(const IpAddr& to, uint16_t port_be, uint32_t hash,
                                  tcp::TcpEventFn fn, void* user, tcp::TcpConnId* out);
 
+  // Connections whose Maglev choice is an HBONE endpoint (tunnel = hbone) go to `g`'s
+  // originator instead of a plain backend connection. Set by the worker at init.
+  void set_hbone(hbone::Gateway* g) { hbone_ = g; }
+
   const ProxyStats& stats() const { return published_; }
   uint32_t sessions_active() const { return sessions_active_; }
   tcp::TcpStack& stack() { return *stack_; }
@@ -187,6 +194,7 @@ class Proxy {
   tcp::TimerWheel wheel_;       // the stack's own (tcp_stack.h: advance() owns it)
   tcp::TimerWheel idle_wheel_;  // session idle timers
   std::unique_ptr<tcp::TcpStack> stack_;
+  hbone::Gateway* hbone_ = nullptr;
   std::unique_ptr<Session[]> sessions_;
   uint32_t free_head_ = 0;  // index + 1
   uint32_t sessions_active_ = 0;

@@ -181,6 +181,7 @@ bool Worker::init(const WorkerParams& p) {
       hbone_ = new (std::nothrow) hbone::Gateway(*p_.hbone, *proxy_, p_.index, now_ns_);
       if (!hbone_) return false;
       hbone_port_be_ = htons(hbone_->port());
+      proxy_->set_hbone(hbone_);  // VIP connections whose choice is an HBONE endpoint
     }
   }
   p_.hbone = nullptr;

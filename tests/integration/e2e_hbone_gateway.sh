@@ -10,6 +10,12 @@
 #   failure; half-close both ways; a policy change in the mesh file resets the live tunnel it
 #   now denies (CONNECT_ERROR) and new CONNECTs get 401; drain → GOAWAY while the open stream
 #   finishes, then the gateway exits. /metrics and /stats must agree with what the client saw.
+# Origination: curl in the client namespace to a mesh VIP whose endpoint has tunnel = hbone;
+# meshgate terminates the client's TCP and carries it in a CONNECT stream of a pooled HBONE
+# connection to <pod IP>:15008, where nghttpx (nghttp2-proxy, TLS 1.3 with client-certificate
+# verification; not our code) terminates it toward the pod's http.server: 20 requests on one
+# pooled connection, 20 in parallel, a 32 MiB download by sha256, the CONNECT's headers in
+# nghttpx's log; an endpoint whose certificate is not its workload identity → client reset.
 source "$(dirname "$0")/lib.sh"
 require_root
 PY=/usr/bin/python3  # Debian's python: python3-h2 is installed for it
@@ -25,6 +31,24 @@ P=$TMP/pki
 
 ip netns exec "$BE" $PY "$H/backend.py" echo 7000 --bind 0.0.0.0 2>"$TMP/echo.log" & PIDS+=($!)
 ip netns exec "$BE" $PY "$H/backend.py" sha 7001 --bind 0.0.0.0 2>"$TMP/sha.log" & PIDS+=($!)
+# Two HBONE pods: 198.51.100.12 (identity default/default, as its certificate says) and
+# 198.51.100.13 (the mesh says demo/echo, its certificate says default/default).
+command -v nghttpx >/dev/null || fail "nghttpx missing (tools/setup.sh installs nghttp2-proxy)"
+mkdir -p "$TMP/www"
+echo "hello over hbone" >"$TMP/www/id.txt"
+head -c "$BIG" /dev/urandom >"$TMP/www/big.bin"
+ip netns exec "$BE" ip addr add 198.51.100.12/24 dev eth0
+ip netns exec "$BE" ip addr add 198.51.100.13/24 dev eth0
+ip netns exec "$BE" $PY -m http.server 8080 --bind 0.0.0.0 --directory "$TMP/www" >"$TMP/http.log" 2>&1 & PIDS+=($!)
+ip netns exec "$BE" $PY "$H/backend.py" connect-proxy 3128 2>"$TMP/connect-proxy.log" & PIDS+=($!)
+for pod in 12 13; do
+  ip netns exec "$BE" nghttpx --conf=/dev/null --http2-proxy --frontend="198.51.100.$pod,15008" \
+    --backend="127.0.0.1,3128" --verify-client --verify-client-cacert="$P/root.pem" \
+    --tls-min-proto-version=TLSv1.3 --tls-max-proto-version=TLSv1.3 --workers=1 --no-ocsp \
+    --accesslog-format='$request $status $http_forwarded | $http_baggage | $http_traceparent' \
+    --errorlog-file="$TMP/nghttpx$pod.log" --accesslog-file="$TMP/nghttpx$pod-access.log" \
+    "$P/default.default-key.pem" "$P/default.default.pem" & PIDS+=($!)
+done
 
 deny_policy() {  # deny_policy NAME SA
   cat <<TOML
@@ -57,6 +81,42 @@ tunnel = "none"
 service_account = "echo"
 trust_domain = "cluster.local"
 services = { "demo/echo.demo.svc.cluster.local" = [{ service_port = 80, target_port = 7000 }] }
+TOML
+cat >>"$TMP/mesh.toml" <<TOML
+
+[[mesh_service]]
+name = "web"
+namespace = "default"
+hostname = "web.default.svc.cluster.local"
+vips = ["203.0.113.40"]
+ports = [{ service_port = 80, target_port = 8080 }]
+
+[[workload]]
+uid = "default/web-1"
+name = "web-1"
+namespace = "default"
+addresses = ["198.51.100.12"]
+tunnel = "hbone"
+service_account = "default"
+trust_domain = "cluster.local"
+services = { "default/web.default.svc.cluster.local" = [{ service_port = 80, target_port = 8080 }] }
+
+[[mesh_service]]
+name = "impostor"
+namespace = "demo"
+hostname = "impostor.demo.svc.cluster.local"
+vips = ["203.0.113.41"]
+ports = [{ service_port = 80, target_port = 8080 }]
+
+[[workload]]
+uid = "demo/impostor-1"
+name = "impostor-1"
+namespace = "demo"
+addresses = ["198.51.100.13"]
+tunnel = "hbone"
+service_account = "echo"
+trust_domain = "cluster.local"
+services = { "demo/impostor.demo.svc.cluster.local" = [{ service_port = 80, target_port = 8080 }] }
 TOML
 deny_policy deny-blocked blocked >>"$TMP/mesh.toml"
 
@@ -103,7 +163,6 @@ out=$(client demo.client streams --n 100 --bytes 262144 --authority 198.51.100.1
 echo "$out"
 grep -q '"streams": 100' <<<"$out" || fail "not 100 streams: $out"
 grep -q 'spiffe://cluster.local/ns/demo/sa/server' <<<"$out" || fail "gateway identity: $out"
-grep -qE '198\.51\.100\.2' "$TMP/echo.log" || true  # (the echo backend does not log peers)
 
 note "one $((BIG >> 20)) MiB stream each way"
 t0=$(date +%s.%N)
@@ -145,6 +204,41 @@ out=$(client demo.client revoke --authority 198.51.100.11:7000 --pid "$EDITOR_PI
 echo "$out"
 [[ $(status_of demo.client 198.51.100.11:7000) == 401 ]] || fail "a new CONNECT after the change must get 401"
 [[ $(status_of other.client 198.51.100.11:7000) == 200 ]] || fail "another identity must still get 200"
+
+note "origination: 20 requests to a VIP whose endpoint is an HBONE workload, one pooled connection"
+wait_for 10 ip netns exec "$BE" bash -c "echo >/dev/tcp/198.51.100.12/15008" || fail "nghttpx down"
+wait_for 10 ip netns exec "$BE" bash -c "echo >/dev/tcp/127.0.0.1/8080" || fail "http.server down"
+C() { ip netns exec "$CLI" "$@"; }
+for ((k = 0; k < 20; ++k)); do
+  body=$(C curl -sS --max-time 10 http://203.0.113.40/id.txt) || fail "curl #$k"
+  [[ $body == "hello over hbone" ]] || fail "curl #$k: body '$body'"
+done
+[[ $(metric meshgate_hbone_origin_dials_total) == 1 ]] || fail "20 sequential requests must share one dial"
+[[ $(metric meshgate_hbone_origin_established_total) == 20 ]] || fail "origin_established != 20"
+# (nghttpx writes the quotes of Forwarded as \x22)
+n=$(grep -c '^CONNECT 198.51.100.12:8080 HTTP/2 200 for=\\x22192.0.2.2:[0-9]*\\x22;host=web.default.svc.cluster.local | service.name=web.default.svc.cluster.local | 00-[0-9a-f]\{32\}-[0-9a-f]\{16\}-00$' \
+  "$TMP/nghttpx12-access.log" || true)
+[[ $n == 20 ]] || fail "nghttpx logged $n CONNECTs with our headers: $(tail -n 3 "$TMP/nghttpx12-access.log")"
+note "origination: 20 parallel requests, and a $((BIG >> 20)) MiB download by sha256"
+for ((k = 0; k < 20; ++k)); do C curl -sS --max-time 20 -o "$TMP/par$k" http://203.0.113.40/id.txt & done
+wait_for 25 bash -c "[[ \$(cat $TMP/par* 2>/dev/null | grep -c 'hello over hbone') == 20 ]]" || fail "parallel requests"
+want=$(sha256sum <"$TMP/www/big.bin" | cut -d' ' -f1)
+t0=$(date +%s.%N)
+got=$(C curl -sS --max-time 120 http://203.0.113.40/big.bin | sha256sum | cut -d' ' -f1)
+t1=$(date +%s.%N)
+[[ $got == "$want" ]] || fail "download over HBONE: sha256 $got != $want"
+echo "download over HBONE: $($PY -c "print(f'{$BIG * 8 / 1e6 / ($t1 - $t0):.0f} Mbit/s')")"
+note "origination: the endpoint's certificate is not its workload identity → the client is reset"
+set +e
+out=$(C curl -sS --max-time 10 http://203.0.113.41/id.txt 2>&1); rc=$?
+set -e
+[[ $rc != 0 && $out != *hello* ]] || fail "impostor endpoint accepted: $out"
+(( $(metric meshgate_hbone_tls_failed_unexpected_identity_total) >= 1 )) || fail "no unexpected-identity failure counted"
+(( $(metric meshgate_hbone_origin_dial_failed_total) >= 1 )) || fail "no failed dial counted"
+[[ $(grep -c CONNECT "$TMP/nghttpx13-access.log" 2>/dev/null || true) == 0 ]] || fail "the impostor got a CONNECT"
+[[ $(metric meshgate_hbone_originated_total) == 42 ]] || fail "originated != 42"
+[[ $(metric meshgate_hbone_origin_streams_total) == 41 ]] || fail "origin_streams != 41"
+[[ $(metric meshgate_hbone_origin_client_resets_total) == 1 ]] || fail "clients reset: $(metric meshgate_hbone_origin_client_resets_total), want 1 (the impostor's)"
 
 note "metrics and stats"
 curl -s "http://$MG_ADMIN/metrics" | grep -E '^meshgate_hbone_' | grep -v ' 0$' || true

@@ -208,6 +208,34 @@ TEST(SnapshotBuilder, EndpointsCarryHealthTunnelAndIdentityAndSnapshotsCarryPoli
   expect_same_services(*s3, reg, *scratch, fresh);
 }
 
+// INTERFACE.md [mesh] mode: endpoints with tunnel = hbone are always reached over HBONE. With an
+// [hbone] certificate source, a TCP service with such an endpoint runs on the workers' stack
+// (proxy mode: the originator takes connections whose choice is an HBONE endpoint); without
+// one (nothing to prove our identity with) its mode stays; UDP is never terminated.
+TEST(SnapshotBuilder, ServicesWithHboneEndpointsRunOnTheStackOnlyWithAnHboneCertificate) {
+  std::vector<ctl::ServiceSpec> v = {
+      spec("mesh", "203.0.113.1", 80, {{"198.51.100.11", 1}, {"198.51.100.12", 1}}),
+      spec("plain", "203.0.113.2", 80, {{"198.51.100.13", 1}}),
+      spec("mesh-udp", "203.0.113.3", 53, {{"198.51.100.11", 1}}),
+  };
+  v[0].endpoints[1].tunnel = ctl::TunnelProtocol::kHbone;
+  v[2].endpoints[0].tunnel = ctl::TunnelProtocol::kHbone;
+  v[2].protocol = L4Proto::kUdp;
+  {
+    Fixture f;
+    ctl::Registries reg;
+    auto s = f.build(v, reg, 1);
+    for (const dp::SnapService& sv : s->services) EXPECT_EQ(sv.mode, dp::Mode::kDnat) << sv.name;
+  }
+  Fixture f(std::string(test::kDemoTopology) +
+            "\n[hbone]\ncert_chain = \"gw.pem\"\nprivate_key = \"gw-key.pem\"\n");
+  ctl::Registries reg;
+  auto s = f.build(v, reg, 1);
+  EXPECT_EQ(s->services[0].mode, dp::Mode::kProxy);
+  EXPECT_EQ(s->services[1].mode, dp::Mode::kDnat);
+  EXPECT_EQ(s->services[2].mode, dp::Mode::kDnat);
+}
+
 TEST(SnapshotBuilder, AServiceWithoutEligibleBackendsHasNoTableAndGetsOneBack) {
   Fixture f;
   ctl::Registries reg;
