@@ -42,10 +42,12 @@ std::optional<MeshRuntime::Pending> MeshRuntime::poll() {
   p.services = services_from_config(cfg_);
   MappingResult m = map_mesh(*upd->model, mapping_, p.services);
   for (const auto& note : m.notes) log(LogLevel::kWarn, "mesh_spec_dropped", "reason=\"%s\"", note.c_str());
-  if (m.stats.hbone_endpoints > 0) {
-    // The dataplane has no HBONE yet: such endpoints are forwarded with [mesh] mode.
-    log(LogLevel::kWarn, "mesh_hbone_unavailable", "endpoints=%zu forwarded_as=%s",
-        m.stats.hbone_endpoints, forward_mode_name(cfg_.mesh.mode));
+  if (m.stats.hbone_endpoints > 0 && !uses_hbone(cfg_)) {
+    // Without an [hbone] certificate source the gateway cannot originate HBONE: such endpoints
+    // are forwarded with [mesh] mode.
+    log(LogLevel::kWarn, "mesh_hbone_unavailable", "endpoints=%zu forwarded_as=%s reason=%s",
+        m.stats.hbone_endpoints, forward_mode_name(cfg_.mesh.mode),
+        "no [hbone] cert_chain or ca_address");
   }
   for (auto& s : m.specs) p.services.push_back(std::move(s));
   p.policies.reserve(upd->model->policies.size());

@@ -83,6 +83,8 @@ struct Gateway::Up {
   bool h2_closed = false;
   // Origination: the TCP side is the client; `connected` means the CONNECT got its 200.
   bool origin = false;
+  // Double hop: the other stream of the splice (no TCP side then), or null.
+  Up* bridge = nullptr;
   PoolKey key;
   ConnectRequest req;
 };
@@ -116,6 +118,7 @@ void Gateway::begin(const Snapshot* snap, uint64_t now_ns, bool draining) {
       service(c);
       c = next;
     }
+    settle();
   }
   if (draining && !draining_) {
     draining_ = true;
@@ -125,6 +128,7 @@ void Gateway::begin(const Snapshot* snap, uint64_t now_ns, bool draining) {
       service(c);
       c = next;
     }
+    settle();
   }
 }
 
@@ -148,6 +152,7 @@ void Gateway::advance() {
       c->engine->drain();
       service(c);
     }
+    settle();
   }
   for (Conn* c : dead_) delete c;
   dead_.clear();
@@ -276,6 +281,7 @@ void Gateway::conn_event(Conn* c, TcpEvent ev) {
       break;
   }
   service(c);
+  settle();
 }
 
 void Gateway::read_transport(Conn* c) {
@@ -288,6 +294,21 @@ void Gateway::read_transport(Conn* c) {
     // Connects that failed at once are answered now (hooks may not call back in).
     for (const auto& [rc, stream] : refused_) rc->engine->upstream_connected(stream, false);
     refused_.clear();
+  }
+}
+
+void Gateway::settle() {
+  while (!refused_.empty() || !dirty_.empty()) {
+    std::vector<std::pair<Conn*, int32_t>> refused;
+    refused.swap(refused_);
+    for (const auto& [c, stream] : refused) {
+      if (c->dead) continue;
+      c->engine->upstream_connected(stream, false);  // 503
+      mark(c);
+    }
+    std::vector<Conn*> dirty;
+    dirty.swap(dirty_);
+    for (Conn* c : dirty) service(c);
   }
 }
 
@@ -329,8 +350,18 @@ void Gateway::process_events(Conn* c) {
         if (u != nullptr && u->origin && ev.code == 200) {
           u->connected = true;
           count(GwCounter::k_origin_established);
-          pump_up(u);  // client bytes that waited in its window
-          pump_down(u);
+          if (Up* a = u->bridge) {
+            // Double hop: the terminated CONNECT gets its 200 now.
+            a->connected = true;
+            count(GwCounter::k_upstream_connected);
+            a->conn->engine->upstream_connected(a->stream, true);
+            mark(a->conn);
+            pump_bridge(a, u);
+            pump_bridge(u, a);
+          } else {
+            pump_up(u);  // client bytes that waited in its window
+            pump_down(u);
+          }
         }
         break;  // any other status: the engine resets the stream (kStreamReset follows)
       case EventKind::kGoaway:
@@ -342,27 +373,48 @@ void Gateway::process_events(Conn* c) {
         }
         break;
       case EventKind::kStreamReadable:
-        if (u != nullptr) pump_down(u);
+        if (u == nullptr) break;
+        if (u->bridge != nullptr) {
+          pump_bridge(u, u->bridge);
+        } else {
+          pump_down(u);
+        }
         break;
       case EventKind::kStreamRemoteEnd:
-        if (u != nullptr) {
-          u->remote_end = true;
+        if (u == nullptr) break;
+        u->remote_end = true;
+        if (u->bridge != nullptr) {
+          pump_bridge(u, u->bridge);
+        } else {
           pump_down(u);
         }
         break;
       case EventKind::kStreamWritable:
-        if (u != nullptr) pump_up(u);
+        if (u == nullptr) break;
+        if (u->bridge != nullptr) {
+          pump_bridge(u->bridge, u);
+        } else {
+          pump_up(u);
+        }
         break;
       case EventKind::kStreamReset:
         if (u == nullptr) break;
-        if (is_clean_reset(ev.code)) {
+        if (u->connected && is_clean_reset(ev.code)) {
           // specs/hbone.md: NO_ERROR or CANCEL is a clean end (nghttpx ends CONNECT streams so
           // once its upstream closed): what the stream delivered goes out, then FIN.
           u->remote_end = true;
-          pump_down(u);
+          if (u->bridge != nullptr) {
+            pump_bridge(u, u->bridge);
+          } else {
+            pump_down(u);
+          }
         } else {
           count(GwCounter::k_tunnels_closed);
-          if (u->origin) count(GwCounter::k_origin_client_resets);
+          if (u->origin && u->bridge != nullptr && !u->connected) {
+            count(GwCounter::k_upstream_failed);  // double hop: the next hop refused
+          } else if (u->origin && u->bridge == nullptr) {
+            count(GwCounter::k_origin_client_resets);
+          }
           drop_up(u, true);
         }
         break;
@@ -372,7 +424,8 @@ void Gateway::process_events(Conn* c) {
         }
         if (u == nullptr) {
           c->engine->stream_release(ev.stream);  // rejected (400/401/503), or its upstream is gone
-        } else if (u->tcp == tcp::kNoConn || (ev.code != 0 && !u->remote_end)) {
+        } else if ((u->tcp == tcp::kNoConn && u->bridge == nullptr) ||
+                   (ev.code != 0 && !u->remote_end)) {
           count(GwCounter::k_tunnels_closed);
           drop_up(u, true);
           c->engine->stream_release(ev.stream);
@@ -395,7 +448,8 @@ void Gateway::destroy(Conn* c) {
   c->dead = true;
   for (Up* u : c->ups) {
     if (u->tcp != tcp::kNoConn) stack_.abort(u->tcp);
-    if (u->origin) count(GwCounter::k_origin_client_resets);
+    abandon_partner(u);
+    if (u->origin && u->tcp != tcp::kNoConn) count(GwCounter::k_origin_client_resets);
     delete u;
     --n_tunnels_;
   }
@@ -453,6 +507,12 @@ bool Gateway::authorize(std::string_view peer_id, const Resolution& dst) {
 void Gateway::connect(int32_t stream, const Resolution& dst) {
   Conn* c = current_;
   count(GwCounter::k_upstream_connects);
+  const uint64_t bi = dst.cookie - 1;  // resolve(): the endpoint's index in this snapshot
+  if (dst.cookie != 0 && bi < snap_->backends.size() &&
+      snap_->backends[bi].tunnel == Tunnel::kHbone) {
+    connect_hbone(c, stream, dst, uint32_t(bi));
+    return;
+  }
   Up* u = new Up();
   u->gw = this;
   u->conn = c;
@@ -522,6 +582,7 @@ void Gateway::up_event(Up* u, TcpEvent ev) {
       break;
   }
   if (c != nullptr) service(c);
+  settle();
 }
 
 void Gateway::pump_up(Up* u) {
@@ -598,6 +659,12 @@ void Gateway::maybe_finish(Up* u) {
 
 void Gateway::drop_up(Up* u, bool reset_tcp) {
   Conn* c = u->conn;
+  if (reset_tcp) {
+    abandon_partner(u);
+  } else if (u->bridge != nullptr) {
+    u->bridge->bridge = nullptr;  // both streams ended: the partner finishes on its own
+    u->bridge = nullptr;
+  }
   if (u->tcp != tcp::kNoConn) {
     if (reset_tcp) {
       stack_.abort(u->tcp);
@@ -722,9 +789,94 @@ void Gateway::fail_waiting(const PoolKey& key) {
 }
 
 void Gateway::reset_client(Up* u) {
-  count(GwCounter::k_origin_client_resets);
-  stack_.abort(u->tcp);
+  if (u->bridge != nullptr) {
+    count(GwCounter::k_upstream_failed);
+    abandon_partner(u);  // the terminated CONNECT is answered 503
+  } else {
+    count(GwCounter::k_origin_client_resets);
+    stack_.abort(u->tcp);
+  }
   delete u;
+}
+
+// ---- double hop -----------------------------------------------------------------------------
+
+void Gateway::connect_hbone(Conn* c, int32_t stream, const Resolution& dst, uint32_t bi) {
+  const SnapBackend& be = snap_->backends[bi];
+  const std::string& id = snap_->identity_of(be);
+  if (id.empty() || snap_->tls_contexts.size() <= worker_) {
+    count(GwCounter::k_origin_no_identity);
+    count(GwCounter::k_upstream_failed);
+    refused_.emplace_back(c, stream);
+    return;
+  }
+  count(GwCounter::k_upstream_hbone);
+  Up* a = new Up();
+  a->gw = this;
+  a->conn = c;
+  a->stream = stream;
+  c->ups.push_back(a);
+  ++n_tunnels_;
+  Up* b = new Up();
+  b->gw = this;
+  b->origin = true;
+  b->bridge = a;
+  a->bridge = b;
+  b->key = PoolKey(snap_->tls_contexts[worker_]->own_id(), {id}, be.address, p_.port, IpAddr());
+  b->req.authority = authority_of(dst.ip, dst.port);
+  b->req.forwarded = forwarded_header(c->peer, c->peer_port, "");
+  rng_ ^= rng_ << 13;
+  rng_ ^= rng_ >> 7;
+  rng_ ^= rng_ << 17;
+  b->req.traceparent = traceparent_header(rng_, rng_ * 0x9e3779b97f4a7c15ull, rng_ >> 1 | 1);
+  checkout(b);
+}
+
+void Gateway::pump_bridge(Up* from, Up* to) {
+  if (from->bridge != to || !from->connected || !to->connected) return;
+  Connection& fe = *from->conn->engine;
+  Connection& te = *to->conn->engine;
+  uint8_t buf[kChunk];
+  uint64_t moved = 0;
+  for (;;) {
+    const size_t avail = fe.stream_readable(from->stream);
+    if (avail == 0) break;
+    const size_t room = te.stream_send_room(to->stream);
+    if (room == 0) {
+      te.stream_write(to->stream, buf, 1);  // asks for kStreamWritable on `to`; takes nothing
+      break;
+    }
+    const size_t n = fe.stream_read(from->stream, buf, std::min({avail, room, sizeof buf}));
+    if (n == 0) break;
+    te.stream_write(to->stream, buf, n);  // n <= room: all taken
+    moved += n;
+  }
+  count(from->origin ? GwCounter::k_bytes_from_upstream : GwCounter::k_bytes_to_upstream, moved);
+  if (from->remote_end && !to->stream_end && fe.stream_readable(from->stream) == 0) {
+    te.stream_shutdown(to->stream);  // END_STREAM on after the bytes before it
+    to->stream_end = true;
+  }
+  mark(from->conn);  // window updates
+  mark(to->conn);
+  maybe_finish(from);
+}
+
+void Gateway::abandon_partner(Up* u) {
+  Up* p = u->bridge;
+  if (p == nullptr) return;
+  u->bridge = nullptr;
+  p->bridge = nullptr;
+  if (p->conn == nullptr) {  // an origination still waiting for a stream
+    waiting_.erase(std::find(waiting_.begin(), waiting_.end(), p));
+    delete p;
+    return;
+  }
+  if (!p->connected && !p->origin) {
+    refused_.emplace_back(p->conn, p->stream);  // the terminated CONNECT: 503
+  } else {
+    p->conn->engine->stream_reset(p->stream, p->connected ? kH2ConnectError : 8);
+  }
+  mark(p->conn);
 }
 
 }  // namespace meshgate::dp::hbone

@@ -128,6 +128,17 @@ class Gateway final : private ServerHooks {
   void pump_up(Up* u);    // upstream TCP → stream
   void pump_down(Up* u);  // stream → upstream TCP
   void maybe_finish(Up* u);
+  // Double hop: a terminated CONNECT whose endpoint has tunnel = hbone goes on as a stream of a
+  // pooled HBONE connection; the two streams are spliced (pump_bridge).
+  void connect_hbone(Conn* c, int32_t stream, const Resolution& dst, uint32_t backend);
+  void pump_bridge(Up* from, Up* to);
+  // `u` ends abnormally: its partner stream is reset (or answered 503, or forgotten if it had
+  // no stream yet).
+  void abandon_partner(Up* u);
+  // A connection whose engine was given work by another one's events: serviced by settle().
+  void mark(Conn* c) { dirty_.push_back(c); }
+  // At the end of every entry point: answers refused connects, services marked connections.
+  void settle();
   // Origination: a stream for `u` on a pooled connection (or a dial, or a wait).
   void checkout(Up* u);
   void dial(Pool::ConnId id, const PoolKey& key);
@@ -160,7 +171,8 @@ class Gateway final : private ServerHooks {
   std::unordered_map<Pool::ConnId, Conn*> pool_conns_;
   std::vector<Up*> waiting_;  // originations without a stream yet
   uint64_t rng_ = 0x9e3779b97f4a7c15ull;  // traceparent ids (xorshift; not a secret)
-  std::vector<std::pair<Conn*, int32_t>> refused_;  // connects that failed at once
+  std::vector<std::pair<Conn*, int32_t>> refused_;  // connects that failed (answered 503)
+  std::vector<Conn*> dirty_;
   Counters engine_counters_;
   uint64_t gw_[kNumGwCounters] = {};
   GatewayStats published_;

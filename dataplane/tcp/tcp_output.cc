@@ -151,9 +151,17 @@ void TcpStack::send_segment(Tcb* t, uint32_t seq, uint32_t len, uint8_t flags) {
   }
   SackBlock blocks[kMaxSackBlocksIn];
   if (t->sack_ok && (t->dsack_pending || !t->reass.empty())) {
-    // RFC 2018 §4: as many blocks as fit, 3 beside a timestamp; RFC 2883 D-SACK first.
-    o.nsack = uint8_t(t->reass.sack_blocks(blocks, t->ts_ok ? 3 : 4,
-                                           t->dsack_pending ? &t->dsack : nullptr));
+    // RFC 2018 §4: as many blocks as fit, 3 beside a timestamp; RFC 2883 D-SACK first. On a
+    // data segment, options count against the MSS (RFC 6691, RFC 9293 §3.7.1): smss leaves
+    // room for the timestamp only, so a full segment carries no blocks (2 NOPs, kind and
+    // length, then 8 bytes each) — pure ACKs, sent on every out-of-order arrival, carry them
+    // all, and the scoreboard's segment sizes stay as they are.
+    uint32_t max = t->ts_ok ? 3 : 4;
+    if (len > 0) {
+      const uint32_t spare = t->smss > len ? t->smss - len : 0;
+      max = std::min<uint32_t>(max, spare >= 12 ? (spare - 4) / 8 : 0);
+    }
+    o.nsack = uint8_t(t->reass.sack_blocks(blocks, max, t->dsack_pending ? &t->dsack : nullptr));
     o.sack = blocks;
   }
   const uint16_t win = window_field(t);

@@ -264,4 +264,6 @@ wait "$GW_PID" || rc=$?
 grep -q "event=drain_done" "$TMP/gateway.log" || fail "no drain_done"
 [[ $(json "$TMP/stats.json" 'd["hbone"]["goaway_sent"]') -ge 1 ]] || fail "no GOAWAY counted"
 [[ $(json "$TMP/stats.json" 'd["hbone"]["connect_200"]') == 113 ]] || fail "stats connect_200"
+# Segments the stack builds must fit the ports' MTU (data segments beside SACK blocks too).
+[[ $(json "$TMP/stats.json" 'd["drops"].get("mtu_exceeded", 0)') == 0 ]] || fail "mtu_exceeded drops"
 echo "e2e_hbone_gateway: ok"

@@ -579,6 +579,44 @@ TEST_F(TcpStateMachine, out_of_order_data_is_sacked_and_filling_the_hole_acks_ev
   st().abort(c);
 }
 
+// RFC 9293 §3.7.1 / RFC 6691: options count against the MSS. Data segments sent while our
+// receive side has holes (both directions sending, as HBONE's echo streams do) carry only the
+// SACK blocks that still fit: a full-MSS segment plus 28 bytes of SACK was dropped by the
+// worker as mtu_exceeded. Pure ACKs carry every block.
+TEST_F(TcpStateMachine, data_segments_carrying_sack_blocks_still_fit_the_mss) {
+  make();
+  const TcpConnId c = establish_passive({.ts = true, .sack = true, .mss = 1460});
+  const uint32_t r0 = kPeerIss + 1;
+  // Three holes on our receive side: our segments carry three SACK blocks.
+  for (uint32_t k = 1; k <= 3; ++k) {
+    seg(A, r0 + 1000 * k, kIss + 1, 100, 65535, ts_option(1002 + k, 0));
+  }
+  const auto out = send_bytes(c, 6000);
+  size_t full = 0, partial = 0, sent = 0;
+  for (const Out& o : out) {
+    if (o.payload.empty()) continue;
+    sent += o.payload.size();
+    const size_t opt_bytes = (o.opt.has_ts ? 12 : 0) + (o.opt.nsack ? 4 + 8 * o.opt.nsack : 0);
+    EXPECT_LE(o.payload.size() + opt_bytes, 1460u) << "segment at " << o.seq;
+    if (o.payload.size() == 1448) {
+      ++full;
+      EXPECT_EQ(o.opt.nsack, 0);  // the payload keeps the full MSS
+    } else {
+      ++partial;  // the tail (6000 - 4 * 1448 = 208 bytes): room for all three blocks
+      EXPECT_EQ(o.opt.nsack, 3);
+    }
+  }
+  EXPECT_EQ(full, 4u);
+  EXPECT_EQ(partial, 1u);
+  EXPECT_EQ(sent, 6000u);
+  // A pure ACK still reports every hole.
+  const auto ack = seg(A, r0 + 5000, kIss + 1, 100, 65535, ts_option(1010, 0));
+  ASSERT_EQ(ack.size(), 1u);
+  EXPECT_TRUE(ack[0].payload.empty());
+  EXPECT_EQ(ack[0].opt.nsack, 3);
+  st().abort(c);
+}
+
 // ---- Closing ----------------------------------------------------------------------------------
 
 struct CloseStep {
