@@ -76,6 +76,7 @@ struct Tcb {
   bool dsack_pending = false;
   bool eifel_check = false;   // the next ACK of new data decides whether the RTO was spurious
   bool tlp_sent = false;      // a tail loss probe went out; none again until SND.UNA moves
+  bool wnd_mem_limited = false;  // the window we offered was cut by the worker budget
   uint8_t events = 0;
   uint8_t dupacks = 0;        // NewReno duplicate ACK counter (no SACK)
   uint8_t retries = 0;        // consecutive RTO / persist / keepalive expiries

@@ -131,6 +131,11 @@ uint32_t TcpStack::rcv_window(Tcb* t) const {
 
 uint16_t TcpStack::window_field(Tcb* t) {
   const uint32_t ws = t->rcv_wscale;
+  const uint64_t used = uint64_t(t->rq_bytes) + t->reass.queued_bytes();
+  if (used < cfg_.rcv_buf_bytes && mem_room() < cfg_.rcv_buf_bytes - used) {
+    t->wnd_mem_limited = true;  // advance() sends an update when memory frees
+    wnd_mem_limited_ = true;
+  }
   const uint32_t adv = seq_gt(t->rcv_adv, t->rcv_nxt) ? t->rcv_adv - t->rcv_nxt : 0;
   // RFC 9293 §3.8.6.2.2 / RFC 7323 §2.4: never shrink the window we offered; round the scaled
   // field up when rounding down would move the right edge back.
@@ -306,8 +311,9 @@ void TcpStack::output(Tcb* t) {
 }
 
 void TcpStack::retransmit_una(Tcb* t) {
-  // RFC 5681 §3.2 step 2 / RFC 6582 step 5: the first unacknowledged segment again.
-  xmit(t, t->snd_una, t->smss);
+  // RFC 5681 §3.2 step 2 / RFC 6582 step 5: the first unacknowledged segment again (within the
+  // peer's window, as rto_retransmit).
+  xmit(t, t->snd_una, t->snd_wnd > 0 ? std::min<uint32_t>(t->smss, t->snd_wnd) : t->smss);
 }
 
 // ---- Timers -----------------------------------------------------------------------------------
@@ -397,8 +403,10 @@ void TcpStack::rto_retransmit(Tcb* t) {
     t->eifel_check = true;
     t->rto_tsval = ts_now();
   }
-  // Even into a zero window: the peer answers with its current window.
-  xmit(t, t->snd_una, t->smss);
+  // Even into a zero window: the peer answers with its current window. Within a window the
+  // peer shrank below a segment, only what fits (as Linux's tcp_retransmit_skb): a receiver
+  // short of memory drops the whole segment otherwise, at every backoff.
+  xmit(t, t->snd_una, t->snd_wnd > 0 ? std::min<uint32_t>(t->smss, t->snd_wnd) : t->smss);
   t->rtx_kind = RtxKind::kRto;
   deps_.wheel->schedule(&t->rtx_timer, now_ms() + (t->rto.rto_us() + 999) / 1000);
 }

@@ -72,6 +72,18 @@ void TcpStack::advance(uint64_t now_ns, uint32_t budget) {
       dispatch(t);
     }
   }
+  // Receivers whose offered window the budget cut (their own buffer had room) hear of freed
+  // memory from nobody else: their peers may sit on a small window, or probe a zero one at a
+  // long backoff. Tell them once the window can grow usefully (window_update_after_read).
+  if (wnd_mem_limited_ && mem_room() >= std::min<uint64_t>(cfg_.rcv_buf_bytes, kMemWakeBytes)) {
+    wnd_mem_limited_ = false;
+    for (uint32_t i = 0; i < cfg_.max_connections; ++i) {
+      Tcb* t = &tcbs_[i];
+      if (!t->wnd_mem_limited) continue;
+      t->wnd_mem_limited = false;
+      window_update_after_read(t);
+    }
+  }
 }
 
 // ---- Pool, table ------------------------------------------------------------------------------
@@ -161,6 +173,7 @@ void TcpStack::free_tcb(Tcb* t) {
   }
   t->stack = nullptr;
   t->state = TcpState::kClosed;
+  t->wnd_mem_limited = false;
   t->app_owned = false;
   ++t->gen;
   if (t->gen == 0) t->gen = 1;

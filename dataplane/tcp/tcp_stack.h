@@ -241,6 +241,7 @@ class TcpStack {
   uint32_t next_port_ = 0;
   uint32_t hash_seed_ = 0;
   bool mem_blocked_ = false;  // a send() was cut short by the worker budget
+  bool wnd_mem_limited_ = false;  // some connection's offered window was cut by the budget
   // Connections in the order they entered TIME-WAIT, as (generation << 32 | index): entries
   // whose connection left TIME-WAIT since are skipped when popped. max_connections slots.
   std::unique_ptr<uint64_t[]> tw_fifo_;

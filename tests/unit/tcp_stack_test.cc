@@ -617,6 +617,62 @@ TEST_F(TcpStateMachine, data_segments_carrying_sack_blocks_still_fit_the_mss) {
   st().abort(c);
 }
 
+// When the worker budget (not the connection's buffer) limited the window a connection
+// offered, memory freed elsewhere must reach its peer as a window update: it may have nothing
+// to send but a zero-window probe at a long backoff (an HBONE upstream stalled 30 s so).
+TEST_F(TcpStateMachine, memory_freed_by_another_connection_reopens_a_budget_limited_window) {
+  cfg_.worker_mem_bytes = 64 * 1024;
+  make();
+  const TcpConnId c1 = establish_passive();
+  const uint16_t p2 = kPeerPort + 1;
+  ASSERT_EQ(seg(S, kPeerIss, 0, 0, 65535, {}, p2).size(), 1u);
+  EXPECT_TRUE(seg(A, kPeerIss + 1, kIss + 1, 0, 65535, {}, p2).empty());
+  const TcpConnId c2 = rec_.conn;
+  ASSERT_NE(c1, c2);
+  const uint32_t r0 = kPeerIss + 1;
+  for (uint32_t k = 0; k < 60; ++k) seg(A, r0 + 1000 * k, kIss + 1, 1000);  // 60 KB unread on c1
+  // c2 gets 50 KB and its application reads them at once: its own buffer is empty, but the
+  // budget (c1's bytes) keeps its right edge where it was.
+  std::vector<uint8_t> buf(60000);
+  uint16_t limited = 0;
+  for (uint32_t k = 0; k < 50; ++k) {
+    for (const Out& o : seg(A, r0 + 1000 * k, kIss + 1, 1000, 65535, {}, p2)) {
+      if (o.dport == p2) limited = o.win;
+    }
+    st().recv(c2, buf.data(), uint32_t(buf.size()));
+  }
+  for (const Out& o : advance(50)) {
+    if (o.dport == p2) limited = o.win;
+  }
+  ASSERT_GT(limited, 0);
+  EXPECT_LE(limited, 65535 - 50000 + 1000) << "the budget, not c2's buffer, limits its window";
+  EXPECT_EQ(st().recv(c1, buf.data(), uint32_t(buf.size())), 60000u);
+  ep_->take();  // c1's own window update
+  bool updated = false;
+  for (const Out& o : advance(1)) updated |= o.dport == p2 && o.flags == A && o.win >= 65535 - 4096;
+  EXPECT_TRUE(updated) << "no window update on c2 after the budget freed";
+  st().abort(c1);
+  st().abort(c2);
+}
+
+// RFC 9293 §3.8.6.1 / what Linux does (tcp_retransmit_skb): a retransmission fits the peer's
+// current window; a peer that shrank it (memory pressure) drops a full segment every time.
+TEST_F(TcpStateMachine, a_retransmission_fits_a_window_the_peer_shrank) {
+  make();
+  const TcpConnId c = establish_passive();
+  const auto first = send_bytes(c, 4000);
+  ASSERT_GE(first.size(), 2u);
+  EXPECT_EQ(first[0].payload.size(), 1460u);
+  // The first segment is acknowledged, and the window shrinks to 1000 bytes past it.
+  seg(A, kPeerIss + 1, kIss + 1 + 1460, 0, 1000);
+  const auto rtx = advance(1100);
+  ASSERT_FALSE(rtx.empty());
+  EXPECT_EQ(rtx[0].seq, kIss + 1 + 1460);
+  EXPECT_LE(rtx[0].payload.size(), 1000u);
+  EXPECT_GT(rtx[0].payload.size(), 0u);
+  st().abort(c);
+}
+
 // ---- Closing ----------------------------------------------------------------------------------
 
 struct CloseStep {
