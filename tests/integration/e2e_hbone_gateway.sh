@@ -16,11 +16,22 @@
 # verification; not our code) terminates it toward the pod's http.server: 20 requests on one
 # pooled connection, 20 in parallel, a 32 MiB download by sha256, the CONNECT's headers in
 # nghttpx's log; an endpoint whose certificate is not its workload identity → client reset.
+# Double hop: an HBONE client's CONNECT to a pod whose workload has tunnel = hbone goes on as a
+# stream of the pooled connection to that pod's nghttpx (4 streams each checked; the impostor
+# pod → 503).
 source "$(dirname "$0")/lib.sh"
 require_root
 PY=/usr/bin/python3  # Debian's python: python3-h2 is installed for it
 $PY -c 'import h2' || fail "python3-h2 missing (tools/setup.sh installs it)"
 H=$MG_SOURCE_DIR/tests/integration/hbone
+# On failure the gateway's non-zero counters go to the log dump too.
+fail() {
+  curl -s --max-time 2 "http://$MG_ADMIN/metrics" 2>/dev/null |
+    grep -E '^meshgate_(hbone|tcp|proxy|drops)' | grep -v ' 0$' >"$TMP/metrics-at-failure.log" || true
+  ip netns exec "$BE" ss -tnio >"$TMP/backend-sockets-at-failure.log" 2>&1 || true
+  echo "FAIL: $*" >&2
+  exit 1
+}
 BIG=${MG_HBONE_GW_BYTES:-33554432}
 
 CLI=mghc$ID BE=mghb$ID
@@ -41,6 +52,9 @@ ip netns exec "$BE" ip addr add 198.51.100.12/24 dev eth0
 ip netns exec "$BE" ip addr add 198.51.100.13/24 dev eth0
 ip netns exec "$BE" $PY -m http.server 8080 --bind 0.0.0.0 --directory "$TMP/www" >"$TMP/http.log" 2>&1 & PIDS+=($!)
 ip netns exec "$BE" $PY "$H/backend.py" connect-proxy 3128 2>"$TMP/connect-proxy.log" & PIDS+=($!)
+# nghttpx does not pass END_STREAM to its HTTP/1 parent as a half-close: this echo ends idle
+# connections after 2 s (which ends their streams).
+ip netns exec "$BE" $PY "$H/backend.py" echo 7002 --bind 0.0.0.0 --idle 2 2>"$TMP/echo-idle.log" & PIDS+=($!)
 for pod in 12 13; do
   ip netns exec "$BE" nghttpx --conf=/dev/null --http2-proxy --frontend="198.51.100.$pod,15008" \
     --backend="127.0.0.1,3128" --verify-client --verify-client-cacert="$P/root.pem" \
@@ -240,16 +254,25 @@ set -e
 [[ $(metric meshgate_hbone_origin_streams_total) == 41 ]] || fail "origin_streams != 41"
 [[ $(metric meshgate_hbone_origin_client_resets_total) == 1 ]] || fail "clients reset: $(metric meshgate_hbone_origin_client_resets_total), want 1 (the impostor's)"
 
+note "double hop: CONNECT to an HBONE pod goes on over HBONE to its port 15008"
+out=$(client demo.client streams --n 4 --bytes 100000 --authority 198.51.100.12:7002) || fail "double hop: $out"
+echo "$out"
+n=$(grep -c '^CONNECT 198.51.100.12:7002 HTTP/2 200 for=\\x22192.0.2.2:[0-9]*\\x22 ' "$TMP/nghttpx12-access.log" || true)
+[[ $n == 4 ]] || fail "nghttpx logged $n double-hop CONNECTs: $(tail -n 4 "$TMP/nghttpx12-access.log")"
+[[ $(metric meshgate_hbone_upstream_hbone_total) == 4 ]] || fail "upstream_hbone != 4"
+st=$(status_of other.client 198.51.100.13:8080 2>&1) || true  # (demo.client is denied in demo now)
+[[ $st == 503 ]] || fail "double hop to the impostor must be 503, got: $st"
+
 note "metrics and stats"
 curl -s "http://$MG_ADMIN/metrics" | grep -E '^meshgate_hbone_' | grep -v ' 0$' || true
-[[ $(metric meshgate_hbone_connect_200_total) == 112 ]] || fail "connect_200 != 112"  # 100+1+4+4+halfclose+revoke+other
-[[ $(metric meshgate_hbone_connect_503_upstream_failed_total) == 1 ]] || fail "503 upstream"
+[[ $(metric meshgate_hbone_connect_200_total) == 116 ]] || fail "connect_200 != 116"  # 100+1+4+4+halfclose+revoke+other+4 double hop
+[[ $(metric meshgate_hbone_connect_503_upstream_failed_total) == 2 ]] || fail "503 upstream"
 [[ $(metric meshgate_hbone_connect_503_no_endpoint_total) == 1 ]] || fail "503 no endpoint"
 [[ $(metric meshgate_hbone_connect_400_not_served_total) == 2 ]] || fail "400 not served"
 [[ $(metric meshgate_hbone_connect_401_denied_total) == 2 ]] || fail "401"
 [[ $(metric meshgate_hbone_tls_failed_chain_untrusted_total) == 1 ]] || fail "untrusted chain"
 [[ $(metric meshgate_hbone_policy_revoked_total) == 1 ]] || fail "policy_revoked"
-[[ $(metric meshgate_hbone_upstream_connected_total) == 112 ]] || fail "upstream_connected"
+[[ $(metric meshgate_hbone_upstream_connected_total) == 116 ]] || fail "upstream_connected"
 up=$(metric meshgate_hbone_bytes_to_upstream_total)
 (( up >= 100 * 262144 + BIG + 8 * 10000 + 3000000 )) || fail "bytes_to_upstream $up"
 [[ $(metric meshgate_hbone_tunnels) == 0 ]] || fail "tunnels left open: $(metric meshgate_hbone_tunnels)"
@@ -263,7 +286,7 @@ wait "$GW_PID" || rc=$?
 [[ $rc == 0 ]] || fail "gateway exit $rc"
 grep -q "event=drain_done" "$TMP/gateway.log" || fail "no drain_done"
 [[ $(json "$TMP/stats.json" 'd["hbone"]["goaway_sent"]') -ge 1 ]] || fail "no GOAWAY counted"
-[[ $(json "$TMP/stats.json" 'd["hbone"]["connect_200"]') == 113 ]] || fail "stats connect_200"
+[[ $(json "$TMP/stats.json" 'd["hbone"]["connect_200"]') == 117 ]] || fail "stats connect_200"
 # Segments the stack builds must fit the ports' MTU (data segments beside SACK blocks too).
 [[ $(json "$TMP/stats.json" 'd["drops"].get("mtu_exceeded", 0)') == 0 ]] || fail "mtu_exceeded drops"
 echo "e2e_hbone_gateway: ok"
