@@ -1,6 +1,7 @@
 #include "control/stats/stats.h"
 
 #include <arpa/inet.h>
+#include <rte_cycles.h>
 
 #include <cinttypes>
 #include <cstdio>
@@ -159,6 +160,7 @@ nlohmann::json stats_json(const std::vector<const dp::Worker*>& workers,
   j["nd_solicits"] = t.nd_solicits;
   j["neighbors_learned"] = t.neighbors_learned;
   j["snapshot_version"] = snap ? snap->version : 0;
+  j["tsc_hz"] = rte_get_tsc_hz();  // busy_cycles per second
   if (const ProxyTotals pt = proxy_totals(workers); pt.any) {
     nlohmann::json pj = nlohmann::json::object();
     for (uint32_t i = 0; i < dp::kProxyCounterCount; ++i) {
