@@ -113,7 +113,14 @@ addresses = ["198.51.100.12"]
 tunnel = "hbone"
 service_account = "default"
 trust_domain = "cluster.local"
-services = { "default/web.default.svc.cluster.local" = [{ service_port = 80, target_port = 8080 }] }
+services = { "default/web.default.svc.cluster.local" = [{ service_port = 80, target_port = 8080 }], "default/dead.default.svc.cluster.local" = [{ service_port = 80, target_port = 8099 }] }
+
+[[mesh_service]]
+name = "dead"
+namespace = "default"
+hostname = "dead.default.svc.cluster.local"
+vips = ["203.0.113.42"]
+ports = [{ service_port = 80, target_port = 8099 }]
 
 [[mesh_service]]
 name = "impostor"
@@ -250,9 +257,15 @@ set -e
 (( $(metric meshgate_hbone_tls_failed_unexpected_identity_total) >= 1 )) || fail "no unexpected-identity failure counted"
 (( $(metric meshgate_hbone_origin_dial_failed_total) >= 1 )) || fail "no failed dial counted"
 [[ $(grep -c CONNECT "$TMP/nghttpx13-access.log" 2>/dev/null || true) == 0 ]] || fail "the impostor got a CONNECT"
-[[ $(metric meshgate_hbone_originated_total) == 42 ]] || fail "originated != 42"
-[[ $(metric meshgate_hbone_origin_streams_total) == 41 ]] || fail "origin_streams != 41"
-[[ $(metric meshgate_hbone_origin_client_resets_total) == 1 ]] || fail "clients reset: $(metric meshgate_hbone_origin_client_resets_total), want 1 (the impostor's)"
+note "origination: the pod's terminator answers the CONNECT with an error (nothing on 8099) → the client is reset"
+set +e
+out=$(C curl -sS --max-time 10 http://203.0.113.42/ 2>&1); rc=$?
+set -e
+[[ $rc != 0 ]] || fail "a non-200 CONNECT answer must reset the client: $out"
+(( $(metric meshgate_hbone_client_non_200_total) == 1 )) || fail "client_non_200 != 1"
+[[ $(metric meshgate_hbone_originated_total) == 43 ]] || fail "originated != 43"
+[[ $(metric meshgate_hbone_origin_streams_total) == 42 ]] || fail "origin_streams != 42"
+[[ $(metric meshgate_hbone_origin_client_resets_total) == 2 ]] || fail "clients reset: $(metric meshgate_hbone_origin_client_resets_total), want 2 (the impostor's, the non-200)"
 
 note "double hop: CONNECT to an HBONE pod goes on over HBONE to its port 15008"
 out=$(client demo.client streams --n 4 --bytes 100000 --authority 198.51.100.12:7002) || fail "double hop: $out"
