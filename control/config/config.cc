@@ -1284,6 +1284,15 @@ class Validator {
         }
       }
     }
+    // Terminated tunnels connect upstream, originated ones dial <pod>:15008: from our own
+    // addresses, like fullnat and proxy.
+    if (uses_hbone(c_) && c_.fullnat.local_addresses.empty() && !bad("fullnat")) {
+      const char* key = h.ca_address.empty() ? "hbone.cert_chain" : "hbone.ca_address";
+      if (!bad(key)) {
+        error(key, "HBONE needs [fullnat] local_addresses (the source addresses of the "
+                   "connections it opens to upstreams and to HBONE peers)");
+      }
+    }
   }
 
   void check_admin() {

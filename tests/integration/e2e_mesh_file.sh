@@ -77,6 +77,8 @@ addresses = ["198.51.100.1/24"]
 [mesh]
 source = "file"
 path = "$TMP/mesh.toml"
+[fullnat]                   # HBONE opens its connections from here
+local_addresses = ["198.51.100.2"]
 [hbone]
 cert_chain = "$TMP/gw.pem"
 private_key = "$TMP/gw-key.pem"

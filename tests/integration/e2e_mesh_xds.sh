@@ -92,6 +92,8 @@ source = "xds"
 address = "$MS_ADDR"
 tls = false
 cluster_id = "cluster1"
+[fullnat]                   # HBONE opens its connections from here
+local_addresses = ["198.51.100.2"]
 [hbone]
 ca_address = "$MS_ADDR"
 identity = "spiffe://cluster.local/ns/istio-system/sa/meshgate"

@@ -894,15 +894,21 @@ table_size = 5
      2, 14, "mesh.table_size", "expected an integer: 0 (automatic) or a prime 7..4194301, got 5"},
     {"hbone_certificate_without_key", R"([hbone]
 cert_chain = "gw.pem"
+[fullnat]
+local_addresses = ["198.51.100.2"]
 )",
      1, 1, "hbone.private_key", "missing required key"},
     {"hbone_ca_without_identity", R"([hbone]
 ca_address = "istiod.istio-system.svc:15012"
+[fullnat]
+local_addresses = ["198.51.100.2"]
 )",
      1, 1, "hbone.identity", "missing required key (ca_address is set"},
     {"hbone_ca_identity_not_spiffe", R"([hbone]
 ca_address = "istiod.istio-system.svc:15012"
 identity = "meshgate"
+[fullnat]
+local_addresses = ["198.51.100.2"]
 )",
      3, 12, "hbone.identity", R"(expected a SPIFFE id "spiffe://<trust domain>/ns/<namespace>/sa/<service account>", got "meshgate")"},
     {"hbone_ca_and_files", R"([hbone]
@@ -910,10 +916,19 @@ ca_address = "istiod.istio-system.svc:15012"
 identity = "spiffe://cluster.local/ns/istio-system/sa/meshgate"
 cert_chain = "gw.pem"
 private_key = "gw-key.pem"
+[fullnat]
+local_addresses = ["198.51.100.2"]
 )",
      4, 14, "hbone.cert_chain", "expected no cert_chain when ca_address is set"},
+    {"hbone_without_fullnat_addresses", R"([hbone]
+cert_chain = "gw.pem"
+private_key = "gw-key.pem"
+)",
+     2, 14, "hbone.cert_chain", "HBONE needs [fullnat] local_addresses"},
     {"hbone_cert_ttl_too_short", R"([hbone]
 cert_ttl = 10
+[fullnat]
+local_addresses = ["198.51.100.2"]
 )",
      2, 12, "hbone.cert_ttl", "got 10"},
     {"admin_listen_without_port", R"([admin]

@@ -228,7 +228,8 @@ TEST(SnapshotBuilder, ServicesWithHboneEndpointsRunOnTheStackOnlyWithAnHboneCert
     for (const dp::SnapService& sv : s->services) EXPECT_EQ(sv.mode, dp::Mode::kDnat) << sv.name;
   }
   Fixture f(std::string(test::kDemoTopology) +
-            "\n[hbone]\ncert_chain = \"gw.pem\"\nprivate_key = \"gw-key.pem\"\n");
+            "\n[hbone]\ncert_chain = \"gw.pem\"\nprivate_key = \"gw-key.pem\"\n"
+            "[fullnat]\nlocal_addresses = [\"198.51.100.2\"]\n");
   ctl::Registries reg;
   auto s = f.build(v, reg, 1);
   EXPECT_EQ(s->services[0].mode, dp::Mode::kProxy);
