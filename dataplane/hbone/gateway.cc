@@ -292,7 +292,10 @@ void Gateway::read_transport(Conn* c) {
     current_ = c;
     c->engine->recv_transport(buf, n, now_ms());
     // Connects that failed at once are answered now (hooks may not call back in).
-    for (const auto& [rc, stream] : refused_) rc->engine->upstream_connected(stream, false);
+    for (const auto& [rc, stream] : refused_) {
+      rc->engine->upstream_connected(stream, false);
+      if (rc != c) mark(rc);
+    }
     refused_.clear();
   }
 }
@@ -717,6 +720,7 @@ void Gateway::originate(TcpConnId client, const SnapService& svc, const SnapBack
   u->req.baggage = baggage_header(b);
   stack_.set_user(client, &Gateway::on_up, u);
   checkout(u);
+  settle();
 }
 
 void Gateway::checkout(Up* u) {
