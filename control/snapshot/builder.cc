@@ -103,11 +103,6 @@ std::shared_ptr<const std::vector<std::string>> IdentityRegistry::table() {
   return published_;
 }
 
-std::string endpoint_str(const IpAddr& a, uint16_t port) {
-  return a.is_v4() ? a.str() + ":" + std::to_string(port)
-                   : "[" + a.str() + "]:" + std::to_string(port);
-}
-
 Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<ServiceSpec>& services,
                                      const std::vector<dp::PortRuntime>& ports, Registries& reg,
                                      uint64_t version) {
@@ -177,10 +172,11 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
       e.stat_ids.clear();
       e.identity_ids.clear();
       e.tunnels.clear();
+      StatRegistry::Service& ids = stats.service(sc.name);
       for (const EndpointSpec& ep : eps) {
         e.backends.push_back(dp::LbBackend{ep.address, ep.port, weight_of(ep)});
         // Stat ids depend on the service name and backend address:port only.
-        e.stat_ids.push_back(stats.id_for(sc.name, endpoint_str(ep.address, ep.port)));
+        e.stat_ids.push_back(stats.id_for(ids, ep.address, ep.port));
         e.identity_ids.push_back(reg.identities.id_for(ep.identity));
         e.tunnels.push_back(ep.tunnel == TunnelProtocol::kHbone ? dp::Tunnel::kHbone
                                                                 : dp::Tunnel::kNone);

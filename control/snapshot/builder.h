@@ -19,9 +19,6 @@
 
 namespace meshgate::ctl {
 
-// "ip:port" with IPv6 in brackets, as used in stats and logs.
-std::string endpoint_str(const IpAddr& a, uint16_t port);
-
 // What one build leaves to the next, so that a rebuild after a small change does the work of
 // the change only. Everything here is immutable once built and shared by reference, so reuse
 // gives the same snapshot a build from scratch would (tests/unit/snapshot_builder_test.cc).
