@@ -91,9 +91,11 @@ Result<std::shared_ptr<const dp::RouteTables>> make_route_tables(
 
 uint32_t IdentityRegistry::id_for(const std::string& identity) {
   if (identity.empty()) return 0;
+  if (names_[last_] == identity) return last_;
   const auto [it, added] = ids_.try_emplace(identity, uint32_t(names_.size()));
   if (added) names_.push_back(identity);
-  return it->second;
+  last_ = it->second;
+  return last_;
 }
 
 std::shared_ptr<const std::vector<std::string>> IdentityRegistry::table() {
@@ -140,10 +142,25 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
     if (added) snap->selector_lists.push_back(keys);
     return it->second;
   };
+  std::vector<std::pair<const std::string, BuildCache::Service>*> order;
+  order.reserve(services.size());
   for (const ServiceSpec& sc : services) {
+    const size_t i = order.size();
+    auto* kv = i < cache.order.size() && cache.order[i]->first == sc.name
+                   ? cache.order[i]
+                   : &*cache.services.try_emplace(sc.name).first;
+    order.push_back(kv);
+    BuildCache::Service& e = kv->second;
+    cached += e.used != gen;
+    e.used = gen;
     dp::SnapService s;
     s.vip = sc.vip;
-    s.vip_id = reg.addrs.id_for(sc.vip);
+    // Address ids never change: the VIP's id is looked up once per VIP a service has.
+    if (e.vip_id == 0 || e.vip != sc.vip) {
+      e.vip = sc.vip;
+      e.vip_id = reg.addrs.id_for(sc.vip);
+    }
+    s.vip_id = e.vip_id;
     if (s.vip_id == 0) return Error{"service " + sc.name + ": address table full"};
     s.port_be = htons(sc.port);
     s.gue_port_be = htons(sc.gue_port);
@@ -155,9 +172,6 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
     s.first_backend = uint32_t(snap->backends.size());
     s.n_backends = uint32_t(sc.endpoints.size());
 
-    BuildCache::Service& e = cache.services[sc.name];
-    cached += e.used != gen;
-    e.used = gen;
     const auto& eps = sc.endpoints;
     // Unhealthy endpoints keep their counters and flows but take no new flows.
     auto weight_of = [](const EndpointSpec& ep) { return ep.healthy ? ep.weight : 0; };
@@ -390,6 +404,7 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
   if (cache.services.size() != cached) {
     std::erase_if(cache.services, [gen](const auto& kv) { return kv.second.used != gen; });
   }
+  cache.order = std::move(order);  // only entries of this build: none was erased
   reg.cache.routes = std::move(expanded);
   reg.cache.next_hops = snap->next_hops;
   reg.cache.route_tables = snap->route_tables;

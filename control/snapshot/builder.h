@@ -28,6 +28,8 @@ struct BuildCache {
     std::vector<uint32_t> stat_ids;       // per backend
     std::vector<uint32_t> identity_ids;   // per backend: IdentityRegistry ids
     std::vector<dp::Tunnel> tunnels;      // per backend
+    IpAddr vip;                           // and its AddrRegistry id (0: not looked up yet)
+    uint32_t vip_id = 0;
     uint32_t table_size = 0;
     bool built = false;                        // `table` is lb_build_table(backends, table_size)
     std::shared_ptr<const dp::LbTable> table;  // null when no backend is eligible
@@ -35,6 +37,9 @@ struct BuildCache {
   };
   // The services of the last build, by ServiceSpec::name.
   std::unordered_map<std::string, Service> services;
+  // The same entries in the last build's service order: the next build, given the services in
+  // the same order, finds each by position and a name compare instead of a hash lookup.
+  std::vector<std::pair<const std::string, Service>*> order;
   uint64_t generation = 0;
   // The last route list (prefixes as added to the LPM tables, next hops) and its tables.
   std::vector<std::pair<IpPrefix, uint32_t>> routes;
@@ -54,6 +59,8 @@ struct BuildStats {
 // added an identity.
 class IdentityRegistry {
  public:
+  // Consecutive endpoints mostly share an identity (a service's pods run as one service
+  // account): the last id found is compared first.
   uint32_t id_for(const std::string& identity);
   const std::string& name(uint32_t id) const { return names_[id]; }
   // The list as of now, shared with earlier snapshots when nothing was added since.
@@ -62,6 +69,7 @@ class IdentityRegistry {
  private:
   std::unordered_map<std::string, uint32_t> ids_;
   std::vector<std::string> names_{""};
+  uint32_t last_ = 0;
   std::shared_ptr<const std::vector<std::string>> published_;
 };
 

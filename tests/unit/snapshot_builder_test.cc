@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <rte_lpm.h>
 
+#include <algorithm>
 #include <memory>
 #include <set>
 
@@ -94,6 +95,14 @@ void expect_same_services(const dp::Snapshot& a, const ctl::Registries& ra, cons
   }
 }
 
+// `s`, built with `reg`, equals a build of `v` from scratch.
+void expect_same_as_from_scratch(Fixture& f, const std::vector<ctl::ServiceSpec>& v,
+                                 const dp::Snapshot& s, const ctl::Registries& reg) {
+  ctl::Registries fresh;
+  auto scratch = f.build(v, fresh, s.version);
+  expect_same_services(s, reg, *scratch, fresh);
+}
+
 TEST(SnapshotBuilder, RebuildReusesUnchangedTablesAndEqualsABuildFromScratch) {
   Fixture f;
   std::vector<ctl::ServiceSpec> v1 = {
@@ -123,9 +132,7 @@ TEST(SnapshotBuilder, RebuildReusesUnchangedTablesAndEqualsABuildFromScratch) {
   EXPECT_NE(s2->services[1].table, s1->services[1].table);
   EXPECT_EQ(s2->backends[s2->services[3].first_backend + 1].weight, 0u);
 
-  ctl::Registries fresh;
-  auto scratch = f.build(v2, fresh, 2);
-  expect_same_services(*s2, reg, *scratch, fresh);
+  expect_same_as_from_scratch(f, v2, *s2, reg);
 
   // Back to the first specs: the tables equal the first build's, whichever way they were made.
   auto s3 = f.build(v1, reg, 3);
@@ -203,9 +210,7 @@ TEST(SnapshotBuilder, EndpointsCarryHealthTunnelAndIdentityAndSnapshotsCarryPoli
   EXPECT_EQ(s3->backends[1].identity, s1->backends[1].identity);
 
   // The same as a build from scratch, field by field.
-  ctl::Registries fresh;
-  auto scratch = f.build(v3, fresh, 3);
-  expect_same_services(*s3, reg, *scratch, fresh);
+  expect_same_as_from_scratch(f, v3, *s3, reg);
 }
 
 TEST(SnapshotBuilder, AServiceWithoutEligibleBackendsHasNoTableAndGetsOneBack) {
@@ -266,6 +271,53 @@ TEST(SnapshotBuilder, CacheForgetsServicesThatLeft) {
   auto s2 = f.build(v, reg, 2);
   EXPECT_EQ(reg.cache.services.size(), 1u);
   EXPECT_TRUE(reg.cache.services.contains("a"));
+}
+
+// `n` services of 4..24 backends each, tables of 1009 or 2027 slots (some IPv6), as a mesh has.
+std::vector<ctl::ServiceSpec> many_services(uint32_t n) {
+  std::vector<ctl::ServiceSpec> v;
+  for (uint32_t i = 0; i < n; ++i) {
+    ctl::ServiceSpec s;
+    s.name = "ns-" + std::to_string(i / 50) + "/svc-" + std::to_string(i) + ":80";
+    const bool six = i % 7 == 6;
+    s.vip = six ? A(("fd00:96::" + std::to_string(i)).c_str()) : IpAddr::v4(0x0a600000 + i);
+    s.port = 80;
+    const uint32_t backends = 4 + i % 21;
+    s.table_size = backends > 10 ? 2027 : 1009;
+    for (uint32_t b = 0; b < backends; ++b) {
+      ctl::EndpointSpec e;
+      const uint32_t host = i * 32 + b;
+      e.address = six ? A(("fd00:244::" + std::to_string(host)).c_str())
+                      : IpAddr::v4(0x0a800000 + host);
+      e.port = 8080;
+      e.weight = 1 + (i + b) % 3;
+      e.identity = "spiffe://cluster.local/ns/ns-" + std::to_string(i / 50) + "/sa/svc-" +
+                   std::to_string(i);
+      s.endpoints.push_back(e);
+    }
+    v.push_back(std::move(s));
+  }
+  return v;
+}
+
+// The cache finds services by position when their order holds and by name when it does not.
+TEST(SnapshotBuilder, ServicesInAnotherOrderReuseTheirTables) {
+  Fixture f;
+  ctl::Registries reg;
+  auto v = many_services(40);
+  auto s1 = f.build(v, reg, 1);
+  std::reverse(v.begin(), v.end());
+  std::swap(v[3], v[17]);
+  auto s2 = f.build(v, reg, 2);
+  EXPECT_EQ(reg.last_build.tables_reused, 40u);
+  EXPECT_EQ(reg.last_build.tables_built, 0u);
+  for (const dp::SnapService& x : s2->services) {
+    const auto it = std::find_if(s1->services.begin(), s1->services.end(),
+                                 [&](const dp::SnapService& y) { return y.name == x.name; });
+    ASSERT_NE(it, s1->services.end());
+    EXPECT_EQ(x.table, it->table) << x.name;
+  }
+  expect_same_as_from_scratch(f, v, *s2, reg);
 }
 
 TEST(SnapshotBuilder, RepliesFindEveryServiceOfABackendOnce) {
