@@ -6,6 +6,7 @@
 #include <rte_lpm6.h>
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -87,6 +88,40 @@ Result<std::shared_ptr<const dp::RouteTables>> make_route_tables(
   return std::shared_ptr<const dp::RouteTables>(std::move(rt));
 }
 
+// A Maglev table to fill: lb_build_table(entry->backends, entry->table_size) into `table`.
+struct TableFill {
+  BuildCache::Service* entry;
+  std::shared_ptr<dp::LbTable> table;
+};
+
+// Below this many slots a thread's share of the fills is not worth waking a helper for (a
+// 1009-slot table takes 13-20 us; a wake-up, tens of us).
+constexpr uint64_t kMinSlotsPerThread = 64 * 1024;
+
+// Fills every table of `fills`, split into contiguous runs of about equal slot counts, one per
+// thread of `pool`. Each fill reads only its entry's backends and writes only its own result,
+// so the tables are the same whichever thread fills them, in whatever order.
+void fill_tables(BuildPool& pool, std::vector<TableFill>& fills) {
+  uint64_t slots = 0;
+  for (const TableFill& f : fills) slots += f.entry->table_size;
+  const uint32_t n = uint32_t(std::clamp<uint64_t>(slots / kMinSlotsPerThread, 1, pool.threads()));
+  // Run t is fills[begin[t] .. begin[t + 1]): it starts at the first fill past t/n of the slots.
+  std::vector<size_t> begin(n + 1, fills.size());
+  begin[0] = 0;
+  uint64_t at = 0;
+  uint32_t t = 1;
+  for (size_t i = 0; i < fills.size() && t < n; ++i) {
+    while (t < n && at >= slots * t / n) begin[t++] = i;
+    at += fills[i].entry->table_size;
+  }
+  pool.run(n, [&](uint32_t run) {
+    for (size_t i = begin[run]; i < begin[run + 1]; ++i) {
+      const BuildCache::Service& e = *fills[i].entry;
+      fills[i].table = std::make_shared<dp::LbTable>(dp::lb_build_table(e.backends, e.table_size));
+    }
+  });
+}
+
 }  // namespace
 
 uint32_t IdentityRegistry::id_for(const std::string& identity) {
@@ -142,16 +177,28 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
     if (added) snap->selector_lists.push_back(keys);
     return it->second;
   };
+  // The tables to fill, in service order: filled after the loop, over the pool.
+  std::vector<TableFill> fills;
+  std::vector<const BuildCache::Service*> entries;  // per service
+  entries.reserve(services.size());
+  std::deque<BuildCache::Service> repeated;
   std::vector<std::pair<const std::string, BuildCache::Service>*> order;
   order.reserve(services.size());
   for (const ServiceSpec& sc : services) {
     const size_t i = order.size();
-    auto* kv = i < cache.order.size() && cache.order[i]->first == sc.name
+    auto* kv = i < cache.order.size() && cache.order[i] && cache.order[i]->first == sc.name
                    ? cache.order[i]
                    : &*cache.services.try_emplace(sc.name).first;
+    BuildCache::Service* ep = &kv->second;
+    cached += ep->used != gen;
+    // Names are unique among specs. Should one repeat, its later uses get entries of their own
+    // outside the cache: an entry must describe one pending fill.
+    if (ep->used == gen) {
+      ep = &repeated.emplace_back();
+      kv = nullptr;
+    }
     order.push_back(kv);
-    BuildCache::Service& e = kv->second;
-    cached += e.used != gen;
+    BuildCache::Service& e = *ep;
     e.used = gen;
     dp::SnapService s;
     s.vip = sc.vip;
@@ -213,17 +260,14 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
     if (same_table && e.table_size == size) {
       ++bs.tables_reused;
     } else {
-      auto table = std::make_shared<dp::LbTable>(dp::lb_build_table(e.backends, size));
-      e.table = !table->empty() && (*table)[0] != dp::kNoBackend ? std::move(table) : nullptr;
+      // Until the fill, the entry describes no table: a build that fails before it leaves an
+      // entry the next build refills.
+      e.built = false;
       e.table_size = size;
-      e.built = true;
+      fills.push_back(TableFill{&e, nullptr});
       ++bs.tables_built;
     }
-    if (e.table) {
-      s.table = e.table->data();
-      s.table_size = e.table_size;
-      snap->lb_tables.push_back(e.table);
-    }
+    entries.push_back(&e);
     const uint32_t si = uint32_t(snap->services.size());
     for (uint32_t bi = 0; bi < s.n_backends; ++bi) {
       dp::SnapBackend b;
@@ -254,6 +298,19 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
     }
     keys.push_back(dp::ServiceKey{s.vip, s.port_be, s.proto});
     snap->services.push_back(std::move(s));
+  }
+  fill_tables(reg.pool, fills);
+  for (TableFill& f : fills) {
+    f.entry->table = !f.table->empty() && (*f.table)[0] != dp::kNoBackend ? std::move(f.table)
+                                                                            : nullptr;
+    f.entry->built = true;
+  }
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const BuildCache::Service& e = *entries[i];
+    if (!e.table) continue;
+    snap->services[i].table = e.table->data();
+    snap->services[i].table_size = e.table_size;
+    snap->lb_tables.push_back(e.table);
   }
   // Distinct VIPs (ARP/NDP/echo), in service order.
   {

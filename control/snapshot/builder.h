@@ -11,6 +11,7 @@
 #include "control/common/result.h"
 #include "control/config/config.h"
 #include "control/snapshot/addr_registry.h"
+#include "control/snapshot/build_pool.h"
 #include "control/snapshot/model.h"
 #include "control/snapshot/stat_registry.h"
 #include "dataplane/lb/lb.h"
@@ -74,14 +75,17 @@ class IdentityRegistry {
 };
 
 // Ids that outlive snapshots (backend counter slots, the addresses flows refer to, endpoint
-// identities), the build cache, and what every snapshot carries besides services and routes:
-// the mesh's compiled authorization policies and the certificate metadata, set by the runtime
-// before a build. Control thread only.
+// identities), the build cache, the builder's helper threads, and what every snapshot carries
+// besides services and routes: the mesh's compiled authorization policies and the certificate
+// metadata, set by the runtime before a build. Control thread only.
 struct Registries {
   StatRegistry stats;
   AddrRegistry addrs;
   IdentityRegistry identities;
   BuildCache cache;
+  // Maglev fills of changed services are split over pool.threads() threads (the control thread
+  // and the helpers); not started: serial. The tables are the same either way.
+  BuildPool pool;
   BuildStats last_build;
   std::shared_ptr<const dp::policy::PolicySet> policies;
   std::shared_ptr<const std::vector<dp::CertMeta>> certificates;
@@ -91,7 +95,8 @@ struct Registries {
 // Builds a snapshot of `services` with the routes and neighbors of `cfg` and `ports`. Reuses
 // from `reg.cache` the lookup tables of services whose backends, weights and table size did not
 // change and the LPM tables when the routes did not; on success the cache holds this build.
-// A service without a table_size gets dp::lb_auto_table_size().
+// A service without a table_size gets dp::lb_auto_table_size(). The tables to fill are split
+// into contiguous runs of services over `reg.pool`; the snapshot does not depend on how.
 Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<ServiceSpec>& services,
                                      const std::vector<dp::PortRuntime>& ports, Registries& reg,
                                      uint64_t version);

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <memory>
 #include <set>
+#include <stdexcept>
+#include <thread>
 
 #include "control/snapshot/builder.h"
 #include "dataplane/hbone/resolve.h"
@@ -300,6 +302,48 @@ std::vector<ctl::ServiceSpec> many_services(uint32_t n) {
   return v;
 }
 
+// The same builds on the control thread alone and split over three threads (500 services, ~850k
+// slots: every thread gets a run) give the same tables slot for slot, first and after changes.
+TEST(SnapshotBuilder, TablesFilledOnThreeThreadsEqualASerialBuildSlotForSlot) {
+  Fixture f;
+  ctl::Registries serial, parallel;
+  ASSERT_TRUE(parallel.pool.start(3));
+  EXPECT_EQ(serial.pool.threads(), 1u);
+  EXPECT_EQ(parallel.pool.threads(), 3u);
+  auto v = many_services(500);
+  auto check = [&](uint64_t version) {
+    SCOPED_TRACE(version);
+    auto a = f.build(v, serial, version);
+    auto b = f.build(v, parallel, version);
+    EXPECT_EQ(serial.last_build.tables_built, parallel.last_build.tables_built);
+    EXPECT_EQ(serial.last_build.tables_reused, parallel.last_build.tables_reused);
+    ASSERT_EQ(a->services.size(), b->services.size());
+    for (size_t i = 0; i < a->services.size(); ++i) {
+      const dp::SnapService& x = a->services[i];
+      const dp::SnapService& y = b->services[i];
+      ASSERT_NE(x.table, nullptr) << x.name;
+      ASSERT_EQ(x.table_size, y.table_size) << x.name;
+      ASSERT_NE(y.table, nullptr) << y.name;
+      for (uint32_t slot = 0; slot < x.table_size; ++slot) {
+        ASSERT_EQ(x.table[slot], y.table[slot]) << x.name << " slot " << slot;
+      }
+    }
+    expect_same_services(*a, serial, *b, parallel);
+  };
+  check(1);
+  EXPECT_EQ(parallel.last_build.tables_built, 500u);
+  for (size_t i = 0; i < v.size(); i += 3) v[i].endpoints[0].weight += 1;
+  for (size_t i = 1; i < v.size(); i += 50) v[i].endpoints.pop_back();
+  v[2].table_size = 4049;
+  check(2);
+  EXPECT_GT(parallel.last_build.tables_reused, 300u);
+  for (auto& s : v) {
+    for (auto& e : s.endpoints) e.weight = e.weight % 3 + 1;
+  }
+  check(3);
+  EXPECT_EQ(parallel.last_build.tables_built, 500u);
+}
+
 // The cache finds services by position when their order holds and by name when it does not.
 TEST(SnapshotBuilder, ServicesInAnotherOrderReuseTheirTables) {
   Fixture f;
@@ -318,6 +362,55 @@ TEST(SnapshotBuilder, ServicesInAnotherOrderReuseTheirTables) {
     EXPECT_EQ(x.table, it->table) << x.name;
   }
   expect_same_as_from_scratch(f, v, *s2, reg);
+}
+
+// Names are unique among specs; should one repeat anyway, each use gets its own backends'
+// table, as a build of it alone does.
+TEST(SnapshotBuilder, AServiceNameGivenTwiceGetsATableForEachBackendSet) {
+  Fixture f;
+  ctl::Registries reg;
+  const std::vector<ctl::ServiceSpec> v = {
+      spec("web", "203.0.113.1", 80, {{"198.51.100.11", 1}, {"198.51.100.12", 1}}),
+      spec("web", "203.0.113.2", 80, {{"198.51.100.13", 1}}),
+  };
+  for (uint64_t version = 1; version <= 2; ++version) {
+    auto s = f.build(v, reg, version);
+    for (size_t i = 0; i < v.size(); ++i) {
+      ctl::Registries alone;
+      auto a = f.build({v[i]}, alone, 1);
+      ASSERT_EQ(s->services[i].table_size, a->services[0].table_size);
+      EXPECT_TRUE(std::equal(a->services[0].table, a->services[0].table + a->services[0].table_size,
+                             s->services[i].table))
+          << "service " << i << " build " << version;
+    }
+  }
+}
+
+TEST(BuildPool, RunsEachIndexOnceWithTheFirstOnTheCallerAndRethrows) {
+  ctl::BuildPool pool;
+  ASSERT_TRUE(pool.start(4));
+  for (uint32_t n : {1u, 2u, 4u, 3u}) {
+    std::vector<std::thread::id> ran(n);
+    std::vector<int> times(n, 0);
+    pool.run(n, [&](uint32_t i) {
+      ran[i] = std::this_thread::get_id();
+      ++times[i];
+    });
+    EXPECT_EQ(ran[0], std::this_thread::get_id());
+    for (uint32_t i = 0; i < n; ++i) {
+      EXPECT_EQ(times[i], 1) << i;
+      for (uint32_t j = 0; j < i; ++j) EXPECT_NE(ran[i], ran[j]) << i << " " << j;
+    }
+  }
+  EXPECT_THROW(pool.run(3, [](uint32_t i) {
+    if (i == 2) throw std::runtime_error("helper");
+  }),
+               std::runtime_error);
+  int after = 0;
+  pool.run(2, [&](uint32_t i) {
+    if (i == 1) after = 1;
+  });
+  EXPECT_EQ(after, 1) << "the pool keeps working after an exception";
 }
 
 TEST(SnapshotBuilder, RepliesFindEveryServiceOfABackendOnce) {
