@@ -46,6 +46,7 @@ struct IntSpec {
 };
 
 constexpr IntSpec kWorkersSpec{1, kMaxWorkers};
+constexpr IntSpec kBuildThreadsSpec{0, kMaxBuildThreads, "0 (automatic) or 1..64 threads"};
 constexpr IntSpec kDrainTimeoutSpec{0, kMaxDrainTimeoutMs};
 constexpr IntSpec kL4PortSpec{1, 65535};
 // Requested certificate lifetime: renewal at half-life must leave time for retries.
@@ -106,7 +107,7 @@ using Keys = std::span<const std::string_view>;
 // by name, and a suggestion must be able to cross the two (`[[services]]` -> `service`).
 constexpr std::string_view kRootKeys[] = {"gateway", "port",      "route", "neighbor", "service",
                                           "fullnat", "proxy",     "conntrack", "mesh", "hbone",
-                                          "admin"};
+                                          "control", "admin"};
 constexpr std::string_view kGatewayKeys[] = {"workers", "locality", "drain_timeout_ms"};
 constexpr std::string_view kPortKeys[] = {"name",           "device",         "addresses", "mac",
                                           "rx_descriptors", "tx_descriptors", "mtu"};
@@ -129,6 +130,7 @@ constexpr std::string_view kMeshKeys[] = {"source",  "path",       "address",   
 constexpr std::string_view kHboneKeys[] = {"port",       "cert_chain", "private_key", "trust_bundle",
                                            "trust_domain", "ca_address", "ca_tls",  "ca_file",
                                            "token_file", "cluster_id", "identity",  "cert_ttl"};
+constexpr std::string_view kControlKeys[] = {"build_threads"};
 constexpr std::string_view kAdminKeys[] = {"listen"};
 
 // Single tables, for the hint when one of their keys is written at the top level (usually
@@ -136,7 +138,8 @@ constexpr std::string_view kAdminKeys[] = {"listen"};
 constexpr std::pair<std::string_view, Keys> kSingleTables[] = {
     {"gateway", kGatewayKeys}, {"fullnat", kFullnatKeys}, {"proxy", kProxyKeys},
     {"conntrack", kConntrackKeys},
-    {"mesh", kMeshKeys},       {"hbone", kHboneKeys},     {"admin", kAdminKeys}};
+    {"mesh", kMeshKeys},       {"hbone", kHboneKeys},     {"control", kControlKeys},
+    {"admin", kAdminKeys}};
 
 // ---- small text helpers ----
 
@@ -461,6 +464,7 @@ class Parser {
   void parse_proxy(const toml::table& t, ProxyConfig& c);
   void parse_mesh(const toml::table& t, MeshConfig& m);
   void parse_hbone(const toml::table& t, HboneConfig& h);
+  void parse_control(const toml::table& t, ControlConfig& c);
   void parse_admin(const toml::table& t, AdminConfig& a);
 
   std::string file_;
@@ -603,6 +607,7 @@ Config Parser::parse(const toml::table& root) {
   if (const auto* t = single_table(root, "conntrack")) parse_conntrack(*t, c.conntrack);
   if (const auto* t = single_table(root, "mesh")) parse_mesh(*t, c.mesh);
   if (const auto* t = single_table(root, "hbone")) parse_hbone(*t, c.hbone);
+  if (const auto* t = single_table(root, "control")) parse_control(*t, c.control);
   if (const auto* t = single_table(root, "admin")) parse_admin(*t, c.admin);
   return c;
 }
@@ -761,6 +766,13 @@ void Parser::parse_hbone(const toml::table& t, HboneConfig& h) {
   read_int(t, p, "cert_ttl", kCertTtlSpec, h.cert_ttl);
 }
 
+void Parser::parse_control(const toml::table& t, ControlConfig& c) {
+  const std::string p = "control";
+  c.pos = pos(t.source());
+  check_keys(t, p, kControlKeys);
+  read_int(t, p, "build_threads", kBuildThreadsSpec, c.build_threads);
+}
+
 void Parser::parse_admin(const toml::table& t, AdminConfig& a) {
   const std::string p = "admin";
   a.pos = pos(t.source());
@@ -786,6 +798,7 @@ class Validator {
     check_conntrack();
     check_mesh();
     check_hbone();
+    check_range("control.build_threads", c_.control.build_threads, kBuildThreadsSpec);
     check_admin();
     return std::move(errors_);
   }
@@ -1341,6 +1354,7 @@ Positions struct_positions(const Config& c) {
   add("conntrack", c.conntrack.pos);
   add("mesh", c.mesh.pos);
   add("hbone", c.hbone.pos);
+  add("control", c.control.pos);
   add("admin", c.admin.pos);
   return p;
 }
@@ -1423,6 +1437,11 @@ ConfigErrors validate_config(const Config& config) {
 }  // namespace meshgate::ctl
 
 namespace meshgate::ctl {
+
+uint32_t resolve_build_threads(uint32_t configured, uint32_t workers, uint32_t cpus) {
+  if (configured != 0) return configured;
+  return cpus > workers ? std::min(cpus - workers, kMaxAutoBuildThreads) : 1;
+}
 
 bool uses_proxy(const Config& c) {
   if (c.mesh.source != MeshSource::kNone && c.mesh.mode == ForwardMode::kProxy) return true;

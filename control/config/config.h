@@ -223,6 +223,25 @@ struct HboneConfig {
   SourcePos pos;
 };
 
+// [control]: the control thread's own resources.
+// Threads filling a snapshot build's Maglev tables, the control thread included. 0 = automatic
+// (resolve_build_threads): the cores the workers leave, as the helpers run there.
+inline constexpr uint32_t kDefaultBuildThreads = 0;
+// Automatic never takes more than 8: past that the fill is no longer most of a build of
+// 10,000 services (docs/PERFORMANCE.md, control plane), while every helper is a thread to wake.
+inline constexpr uint32_t kMaxAutoBuildThreads = 8;
+// A set value is bounded like the workers: a host with more cores than that is not expected.
+inline constexpr uint32_t kMaxBuildThreads = kMaxWorkers;
+
+struct ControlConfig {
+  uint32_t build_threads = kDefaultBuildThreads;  // threads; 0 = automatic; 1 = serial builds
+  SourcePos pos;
+};
+
+// The thread count of snapshot builds: `configured` when set, else the CPUs left after the
+// workers (`cpus` - `workers`), at least 1 and at most kMaxAutoBuildThreads.
+uint32_t resolve_build_threads(uint32_t configured, uint32_t workers, uint32_t cpus);
+
 struct AdminConfig {
   std::string listen = "127.0.0.1:15000";  // host:port; empty string disables the admin API
   SourcePos pos;
@@ -240,6 +259,7 @@ struct Config {
   ConntrackConfig conntrack;
   MeshConfig mesh;
   HboneConfig hbone;
+  ControlConfig control;
   AdminConfig admin;
 };
 

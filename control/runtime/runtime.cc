@@ -11,6 +11,7 @@
 #include <rte_mbuf_dyn.h>
 #include <rte_ring.h>
 #include <rte_ring_elem.h>
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -89,6 +90,23 @@ struct WorkerSlot {
   rte_ring* to_control = nullptr;
   rte_ring* from_control = nullptr;
 };
+
+// The CPUs of `allowed` that no worker lcore runs on: where the snapshot builder's helpers go,
+// so that a build never takes a polling worker's core. The main lcore's CPUs when the workers
+// take them all.
+cpu_set_t non_worker_cpus(const cpu_set_t& allowed, uint32_t workers) {
+  cpu_set_t out = allowed;
+  unsigned lcore = rte_get_next_lcore(-1, 1, 0);
+  for (uint32_t w = 0; w < workers && lcore < RTE_MAX_LCORE;
+       ++w, lcore = rte_get_next_lcore(lcore, 1, 0)) {
+    const rte_cpuset_t cpus = rte_lcore_cpuset(lcore);
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &cpus)) CPU_CLR(c, &out);
+    }
+  }
+  if (CPU_COUNT(&out) == 0) out = rte_lcore_cpuset(rte_get_main_lcore());
+  return out;
+}
 
 void free_worker(WorkerSlot& s) {
   if (s.worker) {
@@ -197,6 +215,10 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
     if (auto n = count_pcap_packets(path)) mbufs += *n;
   }
 
+  // The CPUs we were given, before EAL init pins this thread to the main lcore's.
+  cpu_set_t allowed_cpus;
+  CPU_ZERO(&allowed_cpus);
+  if (sched_getaffinity(0, sizeof allowed_cpus, &allowed_cpus) != 0) CPU_SET(0, &allowed_cpus);
   EalPlan plan = plan_eal(cfg, workers, uint32_t(mbufs), opt.eal_args, opt.log_level);
   if (auto r = init_eal(plan); !r) {
     log(LogLevel::kError, "eal_init_failed", "error=\"%s\"", r.error().message.c_str());
@@ -226,6 +248,15 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
   // After EAL init: the address registry lives in DPDK memory.
   auto reg = std::make_unique<Registries>();
   StatRegistry& registry = reg->stats;
+  {
+    const uint32_t n = resolve_build_threads(cfg.control.build_threads, workers,
+                                             std::thread::hardware_concurrency());
+    const cpu_set_t cpus = non_worker_cpus(allowed_cpus, workers);
+    const bool pinned = reg->pool.start(n, &cpus);
+    log(pinned ? LogLevel::kInfo : LogLevel::kWarn, "snapshot_builder",
+        "build_threads=%u configured=%u helper_cpus=%d pinned=%s", n, cfg.control.build_threads,
+        CPU_COUNT(&cpus), pinned ? "yes" : "no");
+  }
   std::vector<std::unique_ptr<dp::RssPredictor>> rss;
   std::vector<SteeringResult> steering;
   std::vector<std::vector<rte_ring*>> handoff(workers, std::vector<rte_ring*>(workers, nullptr));

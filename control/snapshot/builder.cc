@@ -6,6 +6,7 @@
 #include <rte_lpm6.h>
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -87,13 +88,49 @@ Result<std::shared_ptr<const dp::RouteTables>> make_route_tables(
   return std::shared_ptr<const dp::RouteTables>(std::move(rt));
 }
 
+// A Maglev table to fill: lb_build_table(entry->backends, entry->table_size) into `table`.
+struct TableFill {
+  BuildCache::Service* entry;
+  std::shared_ptr<dp::LbTable> table;
+};
+
+// Below this many slots a thread's share of the fills is not worth waking a helper for (a
+// 1009-slot table takes 13-20 us; a wake-up, tens of us).
+constexpr uint64_t kMinSlotsPerThread = 64 * 1024;
+
+// Fills every table of `fills`, split into contiguous runs of about equal slot counts, one per
+// thread of `pool`. Each fill reads only its entry's backends and writes only its own result,
+// so the tables are the same whichever thread fills them, in whatever order.
+void fill_tables(BuildPool& pool, std::vector<TableFill>& fills) {
+  uint64_t slots = 0;
+  for (const TableFill& f : fills) slots += f.entry->table_size;
+  const uint32_t n = uint32_t(std::clamp<uint64_t>(slots / kMinSlotsPerThread, 1, pool.threads()));
+  // Run t is fills[begin[t] .. begin[t + 1]): it starts at the first fill past t/n of the slots.
+  std::vector<size_t> begin(n + 1, fills.size());
+  begin[0] = 0;
+  uint64_t at = 0;
+  uint32_t t = 1;
+  for (size_t i = 0; i < fills.size() && t < n; ++i) {
+    while (t < n && at >= slots * t / n) begin[t++] = i;
+    at += fills[i].entry->table_size;
+  }
+  pool.run(n, [&](uint32_t run) {
+    for (size_t i = begin[run]; i < begin[run + 1]; ++i) {
+      const BuildCache::Service& e = *fills[i].entry;
+      fills[i].table = std::make_shared<dp::LbTable>(dp::lb_build_table(e.backends, e.table_size));
+    }
+  });
+}
+
 }  // namespace
 
 uint32_t IdentityRegistry::id_for(const std::string& identity) {
   if (identity.empty()) return 0;
+  if (names_[last_] == identity) return last_;
   const auto [it, added] = ids_.try_emplace(identity, uint32_t(names_.size()));
   if (added) names_.push_back(identity);
-  return it->second;
+  last_ = it->second;
+  return last_;
 }
 
 std::shared_ptr<const std::vector<std::string>> IdentityRegistry::table() {
@@ -101,11 +138,6 @@ std::shared_ptr<const std::vector<std::string>> IdentityRegistry::table() {
     published_ = std::make_shared<const std::vector<std::string>>(names_);
   }
   return published_;
-}
-
-std::string endpoint_str(const IpAddr& a, uint16_t port) {
-  return a.is_v4() ? a.str() + ":" + std::to_string(port)
-                   : "[" + a.str() + "]:" + std::to_string(port);
 }
 
 Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<ServiceSpec>& services,
@@ -145,10 +177,37 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
     if (added) snap->selector_lists.push_back(keys);
     return it->second;
   };
+  // The tables to fill, in service order: filled after the loop, over the pool.
+  std::vector<TableFill> fills;
+  std::vector<const BuildCache::Service*> entries;  // per service
+  entries.reserve(services.size());
+  std::deque<BuildCache::Service> repeated;
+  std::vector<std::pair<const std::string, BuildCache::Service>*> order;
+  order.reserve(services.size());
   for (const ServiceSpec& sc : services) {
+    const size_t i = order.size();
+    auto* kv = i < cache.order.size() && cache.order[i] && cache.order[i]->first == sc.name
+                   ? cache.order[i]
+                   : &*cache.services.try_emplace(sc.name).first;
+    BuildCache::Service* ep = &kv->second;
+    cached += ep->used != gen;
+    // Names are unique among specs. Should one repeat, its later uses get entries of their own
+    // outside the cache: an entry must describe one pending fill.
+    if (ep->used == gen) {
+      ep = &repeated.emplace_back();
+      kv = nullptr;
+    }
+    order.push_back(kv);
+    BuildCache::Service& e = *ep;
+    e.used = gen;
     dp::SnapService s;
     s.vip = sc.vip;
-    s.vip_id = reg.addrs.id_for(sc.vip);
+    // Address ids never change: the VIP's id is looked up once per VIP a service has.
+    if (e.vip_id == 0 || e.vip != sc.vip) {
+      e.vip = sc.vip;
+      e.vip_id = reg.addrs.id_for(sc.vip);
+    }
+    s.vip_id = e.vip_id;
     if (s.vip_id == 0) return Error{"service " + sc.name + ": address table full"};
     s.port_be = htons(sc.port);
     s.gue_port_be = htons(sc.gue_port);
@@ -169,9 +228,6 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
     s.first_backend = uint32_t(snap->backends.size());
     s.n_backends = uint32_t(sc.endpoints.size());
 
-    BuildCache::Service& e = cache.services[sc.name];
-    cached += e.used != gen;
-    e.used = gen;
     const auto& eps = sc.endpoints;
     // Unhealthy endpoints keep their counters and flows but take no new flows.
     auto weight_of = [](const EndpointSpec& ep) { return ep.healthy ? ep.weight : 0; };
@@ -186,10 +242,11 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
       e.stat_ids.clear();
       e.identity_ids.clear();
       e.tunnels.clear();
+      StatRegistry::Service& ids = stats.service(sc.name);
       for (const EndpointSpec& ep : eps) {
         e.backends.push_back(dp::LbBackend{ep.address, ep.port, weight_of(ep)});
         // Stat ids depend on the service name and backend address:port only.
-        e.stat_ids.push_back(stats.id_for(sc.name, endpoint_str(ep.address, ep.port)));
+        e.stat_ids.push_back(stats.id_for(ids, ep.address, ep.port));
         e.identity_ids.push_back(reg.identities.id_for(ep.identity));
         e.tunnels.push_back(ep.tunnel == TunnelProtocol::kHbone ? dp::Tunnel::kHbone
                                                                 : dp::Tunnel::kNone);
@@ -212,17 +269,14 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
     if (same_table && e.table_size == size) {
       ++bs.tables_reused;
     } else {
-      auto table = std::make_shared<dp::LbTable>(dp::lb_build_table(e.backends, size));
-      e.table = !table->empty() && (*table)[0] != dp::kNoBackend ? std::move(table) : nullptr;
+      // Until the fill, the entry describes no table: a build that fails before it leaves an
+      // entry the next build refills.
+      e.built = false;
       e.table_size = size;
-      e.built = true;
+      fills.push_back(TableFill{&e, nullptr});
       ++bs.tables_built;
     }
-    if (e.table) {
-      s.table = e.table->data();
-      s.table_size = e.table_size;
-      snap->lb_tables.push_back(e.table);
-    }
+    entries.push_back(&e);
     const uint32_t si = uint32_t(snap->services.size());
     for (uint32_t bi = 0; bi < s.n_backends; ++bi) {
       dp::SnapBackend b;
@@ -253,6 +307,19 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
     }
     keys.push_back(dp::ServiceKey{s.vip, s.port_be, s.proto});
     snap->services.push_back(std::move(s));
+  }
+  fill_tables(reg.pool, fills);
+  for (TableFill& f : fills) {
+    f.entry->table = !f.table->empty() && (*f.table)[0] != dp::kNoBackend ? std::move(f.table)
+                                                                            : nullptr;
+    f.entry->built = true;
+  }
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const BuildCache::Service& e = *entries[i];
+    if (!e.table) continue;
+    snap->services[i].table = e.table->data();
+    snap->services[i].table_size = e.table_size;
+    snap->lb_tables.push_back(e.table);
   }
   // Distinct VIPs (ARP/NDP/echo), in service order.
   {
@@ -403,6 +470,7 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
   if (cache.services.size() != cached) {
     std::erase_if(cache.services, [gen](const auto& kv) { return kv.second.used != gen; });
   }
+  cache.order = std::move(order);  // only entries of this build: none was erased
   reg.cache.routes = std::move(expanded);
   reg.cache.next_hops = snap->next_hops;
   reg.cache.route_tables = snap->route_tables;

@@ -20,14 +20,66 @@ std::optional<IpAddr> IpAddr::parse(std::string_view s) {
   return v6_bytes(raw);
 }
 
-std::string IpAddr::str() const {
-  char buf[INET6_ADDRSTRLEN];
-  if (is_v4()) {
-    inet_ntop(AF_INET, v4_ptr(), buf, sizeof buf);
-  } else {
-    inet_ntop(AF_INET6, b, buf, sizeof buf);
+namespace {
+
+char* format_v4(const uint8_t* p, char* out) {
+  for (int i = 0; i < 4; ++i) {
+    if (i) *out++ = '.';
+    const unsigned v = p[i];
+    if (v >= 100) *out++ = char('0' + v / 100);
+    if (v >= 10) *out++ = char('0' + v / 10 % 10);
+    *out++ = char('0' + v % 10);
   }
-  return buf;
+  return out;
+}
+
+}  // namespace
+
+// As glibc's inet_ntop6: the first longest run of two or more zero groups becomes "::", groups
+// in lowercase hex without leading zeros (RFC 5952 §4), and ::a.b.c.d (the deprecated
+// IPv4-compatible form) keeps its dotted quad. IPv4-mapped addresses are printed as IPv4.
+char* IpAddr::format(char* out) const {
+  if (is_v4()) return format_v4(v4_ptr(), out);
+  uint32_t w[8];
+  for (int i = 0; i < 8; ++i) w[i] = uint32_t(b[2 * i]) << 8 | b[2 * i + 1];
+  int best = -1, best_len = 0;
+  for (int i = 0; i < 8;) {
+    if (w[i] != 0) {
+      ++i;
+      continue;
+    }
+    int j = i;
+    while (j < 8 && w[j] == 0) ++j;
+    if (j - i > best_len) {
+      best = i;
+      best_len = j - i;
+    }
+    i = j;
+  }
+  if (best_len < 2) best = -1;
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (int i = 0; i < 8; ++i) {
+    if (best >= 0 && i >= best && i < best + best_len) {
+      if (i == best) *out++ = ':';
+      continue;
+    }
+    if (i != 0) *out++ = ':';
+    if (i == 6 && best == 0 && best_len == 6) return format_v4(&b[12], out);
+    bool lead = true;
+    for (int shift = 12; shift >= 0; shift -= 4) {
+      const uint32_t d = w[i] >> shift & 0xf;
+      if (lead && d == 0 && shift != 0) continue;
+      lead = false;
+      *out++ = kHex[d];
+    }
+  }
+  if (best >= 0 && best + best_len == 8) *out++ = ':';
+  return out;
+}
+
+std::string IpAddr::str() const {
+  char buf[kMaxStrLen];
+  return std::string(buf, format(buf));
 }
 
 std::optional<IpPrefix> IpPrefix::parse(std::string_view s) {

@@ -29,6 +29,13 @@ Config parse_ok(std::string_view text) {
 
 IpAddr ip(std::string_view s) { return *IpAddr::parse(s); }
 
+// validate_config() of a config built in code reports exactly one error, at `key`.
+void expect_only_error_at(const Config& c, const std::string& key) {
+  const ConfigErrors e = validate_config(c);
+  ASSERT_EQ(e.errors.size(), 1u) << e.str();
+  EXPECT_EQ(e.errors[0].key, key);
+}
+
 // ---- the shipped configs ----
 
 TEST(ConfigFiles, DemoConfigLoadsWithTheReplayTopology) {
@@ -118,6 +125,7 @@ TEST(ConfigFiles, IngressNodeConfigLoadsWithEveryForwardingMode) {
   EXPECT_EQ(c.mesh.mode, ForwardMode::kFullnat);
   EXPECT_EQ(c.hbone.port, 15008);
   EXPECT_FALSE(c.hbone.cert_chain.empty());
+  EXPECT_EQ(c.control.build_threads, 0u);
 }
 
 // ---- defaults ----
@@ -243,9 +251,45 @@ TEST(ConfigParse, DrainTimeoutIsStoredInMillisecondsIncludingZeroAndTheMaximum) 
 TEST(ConfigValidate, DrainTimeoutOfAConfigBuiltInCodeIsRangeChecked) {
   Config c = parse_ok(kPort);
   c.gateway.drain_timeout_ms = kMaxDrainTimeoutMs + 1;
-  const ConfigErrors e = validate_config(c);
-  ASSERT_EQ(e.errors.size(), 1u) << e.str();
-  EXPECT_EQ(e.errors[0].key, "gateway.drain_timeout_ms");
+  expect_only_error_at(c, "gateway.drain_timeout_ms");
+}
+
+TEST(ConfigDefaults, BuildThreadsAreAutomaticWhenTheTableIsMissing) {
+  const Config c = parse_ok(kPort);
+  EXPECT_EQ(c.control.build_threads, 0u);
+  EXPECT_EQ(kDefaultBuildThreads, 0u);
+}
+
+TEST(ConfigParse, BuildThreadsAreStoredFromZeroToTheMaximum) {
+  for (uint32_t n : {0u, 1u, 3u, 64u}) {
+    const Config c =
+        parse_ok("[control]\nbuild_threads = " + std::to_string(n) + "\n" + std::string(kPort));
+    EXPECT_EQ(c.control.build_threads, n);
+  }
+}
+
+TEST(ConfigValidate, BuildThreadsOfAConfigBuiltInCodeAreRangeChecked) {
+  Config c = parse_ok(kPort);
+  c.control.build_threads = kMaxBuildThreads + 1;
+  expect_only_error_at(c, "control.build_threads");
+}
+
+// 0 takes the CPUs the workers leave, within 1..8; a set value is taken as is.
+TEST(ConfigResolve, AutomaticBuildThreadsAreTheCpusLeftByTheWorkersWithinOneToEight) {
+  struct Case {
+    uint32_t configured, workers, cpus, want;
+  };
+  const Case cases[] = {
+      {0, 1, 2, 1},   // this 2-vCPU machine with one worker: serial
+      {0, 1, 4, 3},  {0, 4, 16, 8}, {0, 2, 64, 8},  // at most 8
+      {0, 4, 4, 1},  {0, 8, 4, 1},                  // workers take every CPU: at least 1
+      {0, 1, 0, 1},                                 // hardware_concurrency() unknown
+      {1, 1, 64, 1}, {5, 1, 2, 5},                  // set: as given
+  };
+  for (const Case& k : cases) {
+    EXPECT_EQ(resolve_build_threads(k.configured, k.workers, k.cpus), k.want)
+        << k.configured << " " << k.workers << " " << k.cpus;
+  }
 }
 
 TEST(ConfigParse, BackendsMayBeAnArrayOfInlineTables) {
@@ -939,6 +983,40 @@ listen = "127.0.0.1"
 listen = "::1:15000"
 )",
      2, 10, "admin.listen", R"(IPv6 as "[::1]:15000")"},
+    {"control_build_threads_negative", R"([control]
+build_threads = -1
+)",
+     2, 17, "control.build_threads",
+     "expected an integer: 0 (automatic) or 1..64 threads, got -1"},
+    {"control_build_threads_too_large", R"([control]
+build_threads = 65
+)",
+     2, 17, "control.build_threads",
+     "expected an integer: 0 (automatic) or 1..64 threads, got 65"},
+    {"control_build_threads_beyond_32_bits", R"([control]
+build_threads = 4294967296
+)",
+     2, 17, "control.build_threads", "got 4294967296"},
+    {"control_build_threads_a_string", R"([control]
+build_threads = "4"
+)",
+     2, 17, "control.build_threads",
+     R"(expected an integer: 0 (automatic) or 1..64 threads, got "4")"},
+    {"control_build_threads_a_float", R"([control]
+build_threads = 2.5
+)",
+     2, 17, "control.build_threads", "got 2.5"},
+    {"control_unknown_key_suggests_build_threads", R"([control]
+build_thread = 2
+)",
+     2, 1, "control.build_thread", "did you mean 'build_threads'?"},
+    {"control_key_at_the_top_level_names_its_table", R"(build_threads = 2
+)",
+     1, 1, "build_threads", "put it under [control]"},
+    {"control_as_an_array_of_tables", R"([[control]]
+build_threads = 2
+)",
+     1, 1, "control", "write [control], not [[control]]"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Config, BadConfigTest, testing::ValuesIn(kBadConfigs),

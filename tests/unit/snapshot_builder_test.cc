@@ -6,8 +6,11 @@
 #include <gtest/gtest.h>
 #include <rte_lpm.h>
 
+#include <algorithm>
 #include <memory>
 #include <set>
+#include <stdexcept>
+#include <thread>
 
 #include "control/snapshot/builder.h"
 #include "dataplane/hbone/resolve.h"
@@ -94,6 +97,14 @@ void expect_same_services(const dp::Snapshot& a, const ctl::Registries& ra, cons
   }
 }
 
+// `s`, built with `reg`, equals a build of `v` from scratch.
+void expect_same_as_from_scratch(Fixture& f, const std::vector<ctl::ServiceSpec>& v,
+                                 const dp::Snapshot& s, const ctl::Registries& reg) {
+  ctl::Registries fresh;
+  auto scratch = f.build(v, fresh, s.version);
+  expect_same_services(s, reg, *scratch, fresh);
+}
+
 TEST(SnapshotBuilder, RebuildReusesUnchangedTablesAndEqualsABuildFromScratch) {
   Fixture f;
   std::vector<ctl::ServiceSpec> v1 = {
@@ -123,9 +134,7 @@ TEST(SnapshotBuilder, RebuildReusesUnchangedTablesAndEqualsABuildFromScratch) {
   EXPECT_NE(s2->services[1].table, s1->services[1].table);
   EXPECT_EQ(s2->backends[s2->services[3].first_backend + 1].weight, 0u);
 
-  ctl::Registries fresh;
-  auto scratch = f.build(v2, fresh, 2);
-  expect_same_services(*s2, reg, *scratch, fresh);
+  expect_same_as_from_scratch(f, v2, *s2, reg);
 
   // Back to the first specs: the tables equal the first build's, whichever way they were made.
   auto s3 = f.build(v1, reg, 3);
@@ -203,9 +212,7 @@ TEST(SnapshotBuilder, EndpointsCarryHealthTunnelAndIdentityAndSnapshotsCarryPoli
   EXPECT_EQ(s3->backends[1].identity, s1->backends[1].identity);
 
   // The same as a build from scratch, field by field.
-  ctl::Registries fresh;
-  auto scratch = f.build(v3, fresh, 3);
-  expect_same_services(*s3, reg, *scratch, fresh);
+  expect_same_as_from_scratch(f, v3, *s3, reg);
 }
 
 // INTERFACE.md [mesh] mode: endpoints with tunnel = hbone are always reached over HBONE. With an
@@ -295,6 +302,144 @@ TEST(SnapshotBuilder, CacheForgetsServicesThatLeft) {
   auto s2 = f.build(v, reg, 2);
   EXPECT_EQ(reg.cache.services.size(), 1u);
   EXPECT_TRUE(reg.cache.services.contains("a"));
+}
+
+// `n` services of 4..24 backends each, tables of 1009 or 2027 slots (some IPv6), as a mesh has.
+std::vector<ctl::ServiceSpec> many_services(uint32_t n) {
+  std::vector<ctl::ServiceSpec> v;
+  for (uint32_t i = 0; i < n; ++i) {
+    ctl::ServiceSpec s;
+    s.name = "ns-" + std::to_string(i / 50) + "/svc-" + std::to_string(i) + ":80";
+    const bool six = i % 7 == 6;
+    s.vip = six ? A(("fd00:96::" + std::to_string(i)).c_str()) : IpAddr::v4(0x0a600000 + i);
+    s.port = 80;
+    const uint32_t backends = 4 + i % 21;
+    s.table_size = backends > 10 ? 2027 : 1009;
+    for (uint32_t b = 0; b < backends; ++b) {
+      ctl::EndpointSpec e;
+      const uint32_t host = i * 32 + b;
+      e.address = six ? A(("fd00:244::" + std::to_string(host)).c_str())
+                      : IpAddr::v4(0x0a800000 + host);
+      e.port = 8080;
+      e.weight = 1 + (i + b) % 3;
+      e.identity = "spiffe://cluster.local/ns/ns-" + std::to_string(i / 50) + "/sa/svc-" +
+                   std::to_string(i);
+      s.endpoints.push_back(e);
+    }
+    v.push_back(std::move(s));
+  }
+  return v;
+}
+
+// The same builds on the control thread alone and split over three threads (500 services, ~850k
+// slots: every thread gets a run) give the same tables slot for slot, first and after changes.
+TEST(SnapshotBuilder, TablesFilledOnThreeThreadsEqualASerialBuildSlotForSlot) {
+  Fixture f;
+  ctl::Registries serial, parallel;
+  ASSERT_TRUE(parallel.pool.start(3));
+  EXPECT_EQ(serial.pool.threads(), 1u);
+  EXPECT_EQ(parallel.pool.threads(), 3u);
+  auto v = many_services(500);
+  auto check = [&](uint64_t version) {
+    SCOPED_TRACE(version);
+    auto a = f.build(v, serial, version);
+    auto b = f.build(v, parallel, version);
+    EXPECT_EQ(serial.last_build.tables_built, parallel.last_build.tables_built);
+    EXPECT_EQ(serial.last_build.tables_reused, parallel.last_build.tables_reused);
+    ASSERT_EQ(a->services.size(), b->services.size());
+    for (size_t i = 0; i < a->services.size(); ++i) {
+      const dp::SnapService& x = a->services[i];
+      const dp::SnapService& y = b->services[i];
+      ASSERT_NE(x.table, nullptr) << x.name;
+      ASSERT_EQ(x.table_size, y.table_size) << x.name;
+      ASSERT_NE(y.table, nullptr) << y.name;
+      for (uint32_t slot = 0; slot < x.table_size; ++slot) {
+        ASSERT_EQ(x.table[slot], y.table[slot]) << x.name << " slot " << slot;
+      }
+    }
+    expect_same_services(*a, serial, *b, parallel);
+  };
+  check(1);
+  EXPECT_EQ(parallel.last_build.tables_built, 500u);
+  for (size_t i = 0; i < v.size(); i += 3) v[i].endpoints[0].weight += 1;
+  for (size_t i = 1; i < v.size(); i += 50) v[i].endpoints.pop_back();
+  v[2].table_size = 4049;
+  check(2);
+  EXPECT_GT(parallel.last_build.tables_reused, 300u);
+  for (auto& s : v) {
+    for (auto& e : s.endpoints) e.weight = e.weight % 3 + 1;
+  }
+  check(3);
+  EXPECT_EQ(parallel.last_build.tables_built, 500u);
+}
+
+// The cache finds services by position when their order holds and by name when it does not.
+TEST(SnapshotBuilder, ServicesInAnotherOrderReuseTheirTables) {
+  Fixture f;
+  ctl::Registries reg;
+  auto v = many_services(40);
+  auto s1 = f.build(v, reg, 1);
+  std::reverse(v.begin(), v.end());
+  std::swap(v[3], v[17]);
+  auto s2 = f.build(v, reg, 2);
+  EXPECT_EQ(reg.last_build.tables_reused, 40u);
+  EXPECT_EQ(reg.last_build.tables_built, 0u);
+  for (const dp::SnapService& x : s2->services) {
+    const auto it = std::find_if(s1->services.begin(), s1->services.end(),
+                                 [&](const dp::SnapService& y) { return y.name == x.name; });
+    ASSERT_NE(it, s1->services.end());
+    EXPECT_EQ(x.table, it->table) << x.name;
+  }
+  expect_same_as_from_scratch(f, v, *s2, reg);
+}
+
+// Names are unique among specs; should one repeat anyway, each use gets its own backends'
+// table, as a build of it alone does.
+TEST(SnapshotBuilder, AServiceNameGivenTwiceGetsATableForEachBackendSet) {
+  Fixture f;
+  ctl::Registries reg;
+  const std::vector<ctl::ServiceSpec> v = {
+      spec("web", "203.0.113.1", 80, {{"198.51.100.11", 1}, {"198.51.100.12", 1}}),
+      spec("web", "203.0.113.2", 80, {{"198.51.100.13", 1}}),
+  };
+  for (uint64_t version = 1; version <= 2; ++version) {
+    auto s = f.build(v, reg, version);
+    for (size_t i = 0; i < v.size(); ++i) {
+      ctl::Registries alone;
+      auto a = f.build({v[i]}, alone, 1);
+      ASSERT_EQ(s->services[i].table_size, a->services[0].table_size);
+      EXPECT_TRUE(std::equal(a->services[0].table, a->services[0].table + a->services[0].table_size,
+                             s->services[i].table))
+          << "service " << i << " build " << version;
+    }
+  }
+}
+
+TEST(BuildPool, RunsEachIndexOnceWithTheFirstOnTheCallerAndRethrows) {
+  ctl::BuildPool pool;
+  ASSERT_TRUE(pool.start(4));
+  for (uint32_t n : {1u, 2u, 4u, 3u}) {
+    std::vector<std::thread::id> ran(n);
+    std::vector<int> times(n, 0);
+    pool.run(n, [&](uint32_t i) {
+      ran[i] = std::this_thread::get_id();
+      ++times[i];
+    });
+    EXPECT_EQ(ran[0], std::this_thread::get_id());
+    for (uint32_t i = 0; i < n; ++i) {
+      EXPECT_EQ(times[i], 1) << i;
+      for (uint32_t j = 0; j < i; ++j) EXPECT_NE(ran[i], ran[j]) << i << " " << j;
+    }
+  }
+  EXPECT_THROW(pool.run(3, [](uint32_t i) {
+    if (i == 2) throw std::runtime_error("helper");
+  }),
+               std::runtime_error);
+  int after = 0;
+  pool.run(2, [&](uint32_t i) {
+    if (i == 1) after = 1;
+  });
+  EXPECT_EQ(after, 1) << "the pool keeps working after an exception";
 }
 
 TEST(SnapshotBuilder, RepliesFindEveryServiceOfABackendOnce) {

@@ -2,7 +2,7 @@
 // S x E endpoints into a snapshot, and how long after publishing it every running worker uses it.
 //
 //   build/tools/bench/ctlplane/meshgate-ctlplane-bench [--services 10000] [--endpoints 10]
-//       [--v6-every 10] [--workers 1] [--rounds 15] [--json FILE]
+//       [--v6-every 10] [--workers 1] [--threads 1] [--rounds 15] [--json FILE]
 //
 // The mesh is mesh-style: services "ns-K/svc-I.ns-K.svc.cluster.local" with one port, a VIP in
 // 10.96.0.0/12 (every --v6-every-th service an IPv6 VIP in fd00:10:96::/64 instead), E dual-stack
@@ -16,14 +16,18 @@
 //   rebuild all changed every service's weights changed: every Maglev table refilled, only the
 //                       route tables reused
 //   rebuild unchanged   the same services again (a push that changed nothing the dataplane sees)
-//   publish -> use      SnapshotPublisher::publish() until every running worker's
-//                       counters().snapshot_version shows the new version; workers poll idle
+//   publish -> use      SnapshotPublisher::publish() of a new version until every running
+//                       worker's counters().snapshot_version shows it; workers poll idle
 //                       net_ring ports, as on an idle gateway
 //   reclaim             freeing a retired snapshot of this size after its grace period
 //
 // Each figure is over --rounds runs: median, min and max, in milliseconds (publish -> use in
 // microseconds). It runs on the EAL like the gateway: --no-huge, lcore 0 the control thread,
-// lcores 1.. the workers (on CPUs 1.., wrapping).
+// lcores 1.. the workers (on CPUs 1.., wrapping). Builds fill Maglev tables on --threads threads
+// (the control thread and helpers that may run on any of the process's CPUs). No worker runs
+// during the builds: the workers start after them, for publish -> use, which publishes copies
+// of the last snapshot. A gateway keeps its control thread and the helpers off the workers'
+// cores instead.
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_eth_ring.h>
@@ -32,6 +36,7 @@
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
 #include <rte_ring.h>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -178,17 +183,24 @@ void fail(const std::string& what) {
 
 int main(int argc, char** argv) {
   uint32_t n_services = 10000, n_endpoints = 10, v6_every = 10, n_workers = 1, rounds = 15;
+  uint32_t threads = 1;
   std::string json_out;
   CLI::App app{"meshgate control-plane benchmark: snapshot rebuild and publish at mesh scale"};
   app.add_option("--services", n_services, "mesh services (one VIP:port each)")->check(CLI::Range(1u, 200000u));
   app.add_option("--endpoints", n_endpoints, "endpoints per service")->check(CLI::Range(1u, 1000u));
   app.add_option("--v6-every", v6_every, "every Nth service has an IPv6 VIP (0: none)");
   app.add_option("--workers", n_workers, "running workers polling idle ports")->check(CLI::Range(1u, 16u));
+  app.add_option("--threads", threads, "threads filling Maglev tables in a build, the control "
+                 "thread included ([control] build_threads)")->check(CLI::Range(1u, ctl::kMaxBuildThreads));
   app.add_option("--rounds", rounds, "runs per figure")->check(CLI::Range(1u, 1000u));
   app.add_option("--json", json_out, "also write the figures as JSON to this file");
   CLI11_PARSE(app, argc, argv);
   if (uint64_t(n_services) * n_endpoints > 2'000'000) fail("at most 2,000,000 endpoints");
 
+  // The CPUs we were given, before EAL init pins this thread to lcore 0's: the helpers' CPUs.
+  cpu_set_t all_cpus;
+  CPU_ZERO(&all_cpus);
+  if (sched_getaffinity(0, sizeof all_cpus, &all_cpus) != 0) CPU_SET(0, &all_cpus);
   // EAL as the gateway sets it up without hugepages: lcore 0 = control, 1.. = workers.
   const unsigned ncpu = std::max(1u, std::thread::hardware_concurrency());
   std::string lcores = "0@0";
@@ -241,8 +253,9 @@ int main(int argc, char** argv) {
   const std::vector<dp::PortRuntime> ports = {port};
 
   std::printf("meshgate control-plane benchmark: %u services x %u endpoints (%u endpoints), "
-              "IPv6 VIP every %u, %u worker(s), %u rounds\n",
-              n_services, n_endpoints, n_services * n_endpoints, v6_every, n_workers, rounds);
+              "IPv6 VIP every %u, %u worker(s), %u build thread(s), %u rounds\n",
+              n_services, n_endpoints, n_services * n_endpoints, v6_every, n_workers, threads,
+              rounds);
   auto t0 = Clock::now();
   const ctl::mesh::MeshModel model = make_mesh(n_services, n_endpoints, v6_every);
   std::printf("  (mesh model generated in %.0f ms)\n", ms_since(t0));
@@ -278,16 +291,22 @@ int main(int argc, char** argv) {
     return *snap;
   };
 
-  // Cold: a fresh registry (and so empty caches) each round.
+  auto start_pool = [&](ctl::Registries& reg) {
+    if (!reg.pool.start(threads, &all_cpus)) fail("cannot pin the build helpers");
+  };
+  // Cold: a fresh registry (and so empty caches) each round; its helpers start untimed, as the
+  // gateway starts them once.
   Figure f_cold{"build cold", "ms", {}};
   for (uint32_t r = 0; r < rounds; ++r) {
     ctl::Registries fresh;
+    start_pool(fresh);
     dp::snapshot_free(build(fresh, specs, &f_cold));
   }
   figs.push_back(f_cold);
 
   // Rebuilds against one long-lived registry, as the control loop does.
   auto reg = std::make_unique<ctl::Registries>();
+  start_pool(*reg);
   dp::Snapshot* base = build(*reg, specs, nullptr);
   ctl::SnapshotPublisher publisher;
   if (!publisher.init(n_workers)) fail("qsbr");
@@ -302,6 +321,49 @@ int main(int argc, char** argv) {
   Figure f_pub{"publish -> use", "us", {}};
   Figure f_reclaim{"reclaim", "ms", {}};
   size_t reused_one = 0, built_one = 0;
+
+  // Retired snapshots past their grace period are freed (as the control loop's 1 ms tick does).
+  auto settle = [&](Figure* f) {
+    const auto t = Clock::now();
+    const double c0 = thread_cpu_ms();
+    while (publisher.reclaim() != 0) std::this_thread::yield();
+    if (f) {
+      f->samples.push_back(ms_since(t));
+      f->cpu.push_back(thread_cpu_ms() - c0);
+    }
+  };
+  // One service changes per round.
+  for (uint32_t r = 0; r < rounds; ++r) {
+    ctl::ServiceSpec& s = cur[(r * 7919u) % cur.size()];
+    const ctl::ServiceSpec& orig = specs[(r * 7919u) % cur.size()];
+    if (s.endpoints.size() == orig.endpoints.size()) {
+      s.endpoints.erase(s.endpoints.begin());
+    } else {
+      s.endpoints = orig.endpoints;
+    }
+    publisher.publish(build(*reg, cur, &f_one));
+    reused_one = reg->last_build.tables_reused;
+    built_one = reg->last_build.tables_built;
+    settle(nullptr);
+  }
+  for (uint32_t r = 0; r < rounds; ++r) {
+    for (size_t i = r % 10; i < cur.size(); i += 10) {
+      for (auto& e : cur[i].endpoints) e.weight = e.weight % 3 + 1;
+    }
+    publisher.publish(build(*reg, cur, &f_tenth));
+    settle(&f_reclaim);
+  }
+  for (uint32_t r = 0; r < rounds; ++r) {
+    for (auto& s2 : cur) {
+      for (auto& e : s2.endpoints) e.weight = e.weight % 3 + 1;
+    }
+    publisher.publish(build(*reg, cur, &f_all));
+    settle(&f_reclaim);
+  }
+  for (uint32_t r = 0; r < rounds; ++r) {
+    publisher.publish(build(*reg, cur, &f_same));
+    settle(&f_reclaim);
+  }
 
   // Workers: real Worker::run() on their lcores, QSBR registered with the publisher.
   std::vector<std::unique_ptr<dp::Worker>> workers;
@@ -331,55 +393,19 @@ int main(int argc, char** argv) {
     }
     return true;
   };
-  // Retired snapshots past their grace period are freed (as the control loop's 1 ms tick does).
-  auto settle = [&](Figure* f) {
-    const auto t = Clock::now();
-    const double c0 = thread_cpu_ms();
-    while (publisher.reclaim() != 0) std::this_thread::yield();
-    if (f) {
-      f->samples.push_back(ms_since(t));
-      f->cpu.push_back(thread_cpu_ms() - c0);
-    }
-  };
   while (!all_use(version)) std::this_thread::yield();
 
   for (uint32_t r = 0; r < rounds; ++r) {
-    // One service changes.
-    ctl::ServiceSpec& s = cur[(r * 7919u) % cur.size()];
-    const ctl::ServiceSpec& orig = specs[(r * 7919u) % cur.size()];
-    if (s.endpoints.size() == orig.endpoints.size()) {
-      s.endpoints.erase(s.endpoints.begin());
-    } else {
-      s.endpoints = orig.endpoints;
-    }
-    dp::Snapshot* snap = build(*reg, cur, &f_one);
-    reused_one = reg->last_build.tables_reused;
-    built_one = reg->last_build.tables_built;
-    // Publish it and wait until every worker uses it.
+    // A copy of the current snapshot as the next version: publish it and wait until every
+    // worker uses it.
     settle(nullptr);
+    auto* snap = new dp::Snapshot(*publisher.current());
+    snap->version = ++version;
     const auto t = Clock::now();
     publisher.publish(snap);
     while (!all_use(snap->version)) {
     }
     f_pub.samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t).count());
-  }
-  for (uint32_t r = 0; r < rounds; ++r) {
-    for (size_t i = r % 10; i < cur.size(); i += 10) {
-      for (auto& e : cur[i].endpoints) e.weight = e.weight % 3 + 1;
-    }
-    publisher.publish(build(*reg, cur, &f_tenth));
-    settle(&f_reclaim);
-  }
-  for (uint32_t r = 0; r < rounds; ++r) {
-    for (auto& s2 : cur) {
-      for (auto& e : s2.endpoints) e.weight = e.weight % 3 + 1;
-    }
-    publisher.publish(build(*reg, cur, &f_all));
-    settle(&f_reclaim);
-  }
-  for (uint32_t r = 0; r < rounds; ++r) {
-    publisher.publish(build(*reg, cur, &f_same));
-    settle(&f_reclaim);
   }
   figs.push_back(f_one);
   figs.push_back(f_tenth);
@@ -401,6 +427,7 @@ int main(int argc, char** argv) {
   j["endpoints_per_service"] = n_endpoints;
   j["v6_every"] = v6_every;
   j["workers"] = n_workers;
+  j["build_threads"] = threads;
   j["rounds"] = rounds;
   j["maglev_slots"] = slots;
   for (const Figure& f : figs) {
