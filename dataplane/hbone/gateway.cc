@@ -98,6 +98,11 @@ Gateway::Gateway(const GatewayParams& p, Proxy& proxy, uint16_t worker, uint64_t
 
 Gateway::~Gateway() {
   while (conns_ != nullptr) destroy(conns_);
+  for (Up* u : waiting_) {  // originations still waiting for a stream (their partners are gone)
+    if (u->tcp != tcp::kNoConn) stack_.abort(u->tcp);
+    delete u;
+  }
+  waiting_.clear();
   for (Conn* c : dead_) delete c;
 }
 
