@@ -115,10 +115,11 @@ bool TcpStack::emit(const TcpTuple& tp, bool v6, uint32_t seq, uint32_t ack, uin
   return true;
 }
 
-uint32_t TcpStack::rcv_window(Tcb* t) const {
+uint32_t TcpStack::rcv_window(Tcb* t, bool* mem_limited) const {
   const uint64_t used = uint64_t(t->rq_bytes) + t->reass.queued_bytes();
   uint64_t space = cfg_.rcv_buf_bytes > used ? cfg_.rcv_buf_bytes - used : 0;
   // The worker budget: a worker near its limit stops offering new window on every connection.
+  if (mem_limited != nullptr) *mem_limited = mem_room() < space;
   space = std::min(space, mem_room());
   space = std::min<uint64_t>(space, uint64_t(65535) << t->rcv_wscale);
   // RFC 9293 §3.8.6.2.2 receiver SWS avoidance: move the right edge only by at least
@@ -131,15 +132,16 @@ uint32_t TcpStack::rcv_window(Tcb* t) const {
 
 uint16_t TcpStack::window_field(Tcb* t) {
   const uint32_t ws = t->rcv_wscale;
-  const uint64_t used = uint64_t(t->rq_bytes) + t->reass.queued_bytes();
-  if (used < cfg_.rcv_buf_bytes && mem_room() < cfg_.rcv_buf_bytes - used) {
+  bool mem_limited = false;
+  const uint32_t own = rcv_window(t, &mem_limited);
+  if (mem_limited) {
     t->wnd_mem_limited = true;  // advance() sends an update when memory frees
     wnd_mem_limited_ = true;
   }
   const uint32_t adv = seq_gt(t->rcv_adv, t->rcv_nxt) ? t->rcv_adv - t->rcv_nxt : 0;
   // RFC 9293 §3.8.6.2.2 / RFC 7323 §2.4: never shrink the window we offered; round the scaled
   // field up when rounding down would move the right edge back.
-  const uint32_t wnd = std::max(rcv_window(t), adv);
+  const uint32_t wnd = std::max(own, adv);
   uint32_t field = std::min<uint32_t>(wnd >> ws, 65535);
   if ((uint64_t(field) << ws) < adv) field = std::min<uint32_t>((adv + (1u << ws) - 1) >> ws, 65535);
   t->rcv_adv = seq_max(t->rcv_adv, t->rcv_nxt + (field << ws));

@@ -180,7 +180,8 @@ class TcpStack {
   void send_rst(Tcb* t);
   bool emit(const TcpTuple& tp, bool v6, uint32_t seq, uint32_t ack, uint8_t flags,
             uint16_t win, const TcpOptionsOut& opts, const SendBuf* data, uint32_t len);
-  uint32_t rcv_window(Tcb* t) const;
+  // The window to offer now; *mem_limited: the worker budget, not the buffer, bounds it.
+  uint32_t rcv_window(Tcb* t, bool* mem_limited = nullptr) const;
   uint16_t window_field(Tcb* t);
   void arm_rtx(Tcb* t);
   void on_rtx_timer(Tcb* t);
