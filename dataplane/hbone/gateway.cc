@@ -197,20 +197,20 @@ void Gateway::sync_listeners() {
 
 // ---- connections ----------------------------------------------------------------------------
 
+bool Gateway::refuse() {
+  const GwCounter why = draining_ ? GwCounter::k_refused_draining
+                        : snap_ == nullptr || snap_->tls_contexts.size() <= worker_
+                            ? GwCounter::k_refused_no_certificate
+                        : n_conns_ >= p_.max_connections ? GwCounter::k_refused_limit
+                                                         : GwCounter::kCount;
+  if (why == GwCounter::kCount) return false;
+  count(why);
+  return true;
+}
+
 bool Gateway::accept(void* ctx, const tcp::TcpTuple&, tcp::TcpEventFn* fn, void** user) {
   Gateway* g = static_cast<Gateway*>(ctx);
-  if (g->draining_) {
-    g->count(GwCounter::k_refused_draining);
-    return false;
-  }
-  if (g->snap_ == nullptr || g->snap_->tls_contexts.size() <= g->worker_) {
-    g->count(GwCounter::k_refused_no_certificate);
-    return false;
-  }
-  if (g->n_conns_ >= g->p_.max_connections) {
-    g->count(GwCounter::k_refused_limit);
-    return false;
-  }
+  if (g->refuse()) return false;
   *fn = &Gateway::on_accepted;
   *user = g;
   return true;
@@ -228,12 +228,7 @@ void Gateway::on_accepted(void* user, TcpConnId c, TcpEvent ev) {
 void Gateway::start(TcpConnId tc) {
   tcp::TcpConnInfo ci;
   if (!stack_.info(tc, &ci)) return;
-  if (snap_ == nullptr || snap_->tls_contexts.size() <= worker_ || draining_ ||
-      n_conns_ >= p_.max_connections) {
-    count(snap_ == nullptr || snap_->tls_contexts.size() <= worker_
-              ? GwCounter::k_refused_no_certificate
-          : draining_ ? GwCounter::k_refused_draining
-                      : GwCounter::k_refused_limit);
+  if (refuse()) {  // the snapshot or the drain changed since the SYN
     stack_.abort(tc);
     return;
   }
@@ -295,13 +290,7 @@ void Gateway::read_transport(Conn* c) {
     const uint32_t n = stack_.recv(c->tcp, buf, sizeof buf);
     if (n == 0) break;
     current_ = c;
-    c->engine->recv_transport(buf, n, now_ms());
-    // Connects that failed at once are answered now (hooks may not call back in).
-    for (const auto& [rc, stream] : refused_) {
-      rc->engine->upstream_connected(stream, false);
-      if (rc != c) mark(rc);
-    }
-    refused_.clear();
+    c->engine->recv_transport(buf, n, now_ms());  // connects that fail at once: settle()
   }
 }
 
@@ -381,21 +370,12 @@ void Gateway::process_events(Conn* c) {
         }
         break;
       case EventKind::kStreamReadable:
-        if (u == nullptr) break;
-        if (u->bridge != nullptr) {
-          pump_bridge(u, u->bridge);
-        } else {
-          pump_down(u);
-        }
+        if (u != nullptr) pump_from_stream(u);
         break;
       case EventKind::kStreamRemoteEnd:
         if (u == nullptr) break;
         u->remote_end = true;
-        if (u->bridge != nullptr) {
-          pump_bridge(u, u->bridge);
-        } else {
-          pump_down(u);
-        }
+        pump_from_stream(u);
         break;
       case EventKind::kStreamWritable:
         if (u == nullptr) break;
@@ -411,11 +391,7 @@ void Gateway::process_events(Conn* c) {
           // specs/hbone.md: NO_ERROR or CANCEL is a clean end (nghttpx ends CONNECT streams so
           // once its upstream closed): what the stream delivered goes out, then FIN.
           u->remote_end = true;
-          if (u->bridge != nullptr) {
-            pump_bridge(u, u->bridge);
-          } else {
-            pump_down(u);
-          }
+          pump_from_stream(u);
         } else {
           count(GwCounter::k_tunnels_closed);
           if (u->origin && u->bridge != nullptr && !u->connected) {
@@ -593,6 +569,14 @@ void Gateway::up_event(Up* u, TcpEvent ev) {
   settle();
 }
 
+void Gateway::pump_from_stream(Up* u) {
+  if (u->bridge != nullptr) {
+    pump_bridge(u, u->bridge);
+  } else {
+    pump_down(u);
+  }
+}
+
 void Gateway::pump_up(Up* u) {
   if (!u->connected || u->tcp == tcp::kNoConn || u->stream_end) return;
   Connection& e = *u->conn->engine;
@@ -703,29 +687,36 @@ void Gateway::originate(TcpConnId client, const SnapService& svc, const SnapBack
     stack_.abort(client);
     return;
   }
-  Up* u = new Up();
-  u->gw = this;
-  u->origin = true;
+  Up* u = new_origin(id, be.address, be.address, ntohs(be.port_be), ci.tuple.remote,
+                     ci.tuple.remote_port, svc.hostname);
   u->tcp = client;
-  const tls::Context& tls = *snap_->tls_contexts[worker_];
-  u->key = PoolKey(tls.own_id(), {id}, be.address, p_.port, IpAddr());
-  // specs/hbone.md "CONNECT request": the pod address and target port, and where the bytes
-  // come from.
-  u->req.authority = authority_of(be.address, ntohs(be.port_be));
-  u->req.forwarded = forwarded_header(ci.tuple.remote, ci.tuple.remote_port, svc.hostname);
-  auto next = [this] {
-    rng_ ^= rng_ << 13;
-    rng_ ^= rng_ >> 7;
-    rng_ ^= rng_ << 17;
-    return rng_;
-  };
-  u->req.traceparent = traceparent_header(next(), next(), next());
   BaggageFields b;
   b.service_name = svc.hostname.empty() ? svc.name : svc.hostname;
   u->req.baggage = baggage_header(b);
   stack_.set_user(client, &Gateway::on_up, u);
   checkout(u);
   settle();
+}
+
+Gateway::Up* Gateway::new_origin(const std::string& id, const IpAddr& pod, const IpAddr& target,
+                                 uint16_t target_port, const IpAddr& src, uint16_t src_port,
+                                 std::string_view host) {
+  Up* u = new Up();
+  u->gw = this;
+  u->origin = true;
+  u->key = PoolKey(snap_->tls_contexts[worker_]->own_id(), {id}, pod, p_.port, IpAddr());
+  // specs/hbone.md "CONNECT request": the pod address and target port, and where the bytes
+  // come from.
+  u->req.authority = authority_of(target, target_port);
+  u->req.forwarded = forwarded_header(src, src_port, host);
+  auto next = [this] {  // xorshift64: trace ids need no secrecy
+    rng_ ^= rng_ << 13;
+    rng_ ^= rng_ >> 7;
+    rng_ ^= rng_ << 17;
+    return rng_;
+  };
+  u->req.traceparent = traceparent_header(next(), next(), next());
+  return u;
 }
 
 void Gateway::checkout(Up* u) {
@@ -826,18 +817,9 @@ void Gateway::connect_hbone(Conn* c, int32_t stream, const Resolution& dst, uint
   a->stream = stream;
   c->ups.push_back(a);
   ++n_tunnels_;
-  Up* b = new Up();
-  b->gw = this;
-  b->origin = true;
+  Up* b = new_origin(id, be.address, dst.ip, dst.port, c->peer, c->peer_port, "");
   b->bridge = a;
   a->bridge = b;
-  b->key = PoolKey(snap_->tls_contexts[worker_]->own_id(), {id}, be.address, p_.port, IpAddr());
-  b->req.authority = authority_of(dst.ip, dst.port);
-  b->req.forwarded = forwarded_header(c->peer, c->peer_port, "");
-  rng_ ^= rng_ << 13;
-  rng_ ^= rng_ >> 7;
-  rng_ ^= rng_ << 17;
-  b->req.traceparent = traceparent_header(rng_, rng_ * 0x9e3779b97f4a7c15ull, rng_ >> 1 | 1);
   checkout(b);
 }
 

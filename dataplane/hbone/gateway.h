@@ -118,6 +118,8 @@ class Gateway final : private ServerHooks {
   void connect(int32_t stream, const Resolution& dst) override;
 
   void start(tcp::TcpConnId c);
+  // Counts and says so when a new connection must be refused (drain, no certificate, limit).
+  bool refuse();
   void conn_event(Conn* c, tcp::TcpEvent ev);
   void up_event(Up* u, tcp::TcpEvent ev);
   void read_transport(Conn* c);
@@ -125,6 +127,7 @@ class Gateway final : private ServerHooks {
   void service(Conn* c);
   void flush(Conn* c);
   void process_events(Conn* c);
+  void pump_from_stream(Up* u);  // u's stream → its TCP side or bridged stream
   void pump_up(Up* u);    // upstream TCP → stream
   void pump_down(Up* u);  // stream → upstream TCP
   void maybe_finish(Up* u);
@@ -140,6 +143,11 @@ class Gateway final : private ServerHooks {
   // At the end of every entry point: answers refused connects, services marked connections.
   void settle();
   // Origination: a stream for `u` on a pooled connection (or a dial, or a wait).
+  // An origination toward `pod` (its SPIFFE id `id`): pool key and CONNECT target:port with
+  // `forwarded` naming src:port (and `host`) and a fresh traceparent.
+  Up* new_origin(const std::string& id, const IpAddr& pod, const IpAddr& target,
+                 uint16_t target_port, const IpAddr& src, uint16_t src_port,
+                 std::string_view host);
   void checkout(Up* u);
   void dial(Pool::ConnId id, const PoolKey& key);
   void retry_waiting();
@@ -170,7 +178,7 @@ class Gateway final : private ServerHooks {
   Pool pool_;
   std::unordered_map<Pool::ConnId, Conn*> pool_conns_;
   std::vector<Up*> waiting_;  // originations without a stream yet
-  uint64_t rng_ = 0x9e3779b97f4a7c15ull;  // traceparent ids (xorshift; not a secret)
+  uint64_t rng_ = 0x9e3779b97f4a7c15ull;  // traceparent ids (new_origin)
   std::vector<std::pair<Conn*, int32_t>> refused_;  // connects that failed (answered 503)
   std::vector<Conn*> dirty_;
   Counters engine_counters_;
