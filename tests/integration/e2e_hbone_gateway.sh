@@ -20,6 +20,7 @@
 # stream of the pooled connection to that pod's nghttpx (4 streams each checked; the impostor
 # pod → 503).
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/hbone/common.sh"
 require_root
 PY=/usr/bin/python3  # Debian's python: python3-h2 is installed for it
 $PY -c 'import h2' || fail "python3-h2 missing (tools/setup.sh installs it)"
@@ -34,11 +35,7 @@ fail() {
 }
 BIG=${MG_HBONE_GW_BYTES:-33554432}
 
-CLI=mghc$ID BE=mghb$ID
-add_host "$CLI" ghc$ID 192.0.2.2/24 192.0.2.1
-add_host "$BE" ghb$ID 198.51.100.11/24 198.51.100.1
-"$MG_SOURCE_DIR/tools/mkpki" "$TMP/pki" >/dev/null
-P=$TMP/pki
+hbone_topology h
 
 ip netns exec "$BE" $PY "$H/backend.py" echo 7000 --bind 0.0.0.0 2>"$TMP/echo.log" & PIDS+=($!)
 ip netns exec "$BE" $PY "$H/backend.py" sha 7001 --bind 0.0.0.0 2>"$TMP/sha.log" & PIDS+=($!)
@@ -64,20 +61,6 @@ for pod in 12 13; do
     "$P/default.default-key.pem" "$P/default.default.pem" & PIDS+=($!)
 done
 
-deny_policy() {  # deny_policy NAME SA
-  cat <<TOML
-
-[[policy]]
-name = "$1"
-namespace = "demo"
-scope = "namespace"
-action = "deny"
-  [[policy.group]]
-    [[policy.group.clause]]
-      [[policy.group.clause.match]]
-      principals = ["cluster.local/ns/demo/sa/$2"]
-TOML
-}
 cat >"$TMP/mesh.toml" <<TOML
 [[mesh_service]]
 name = "echo"
@@ -141,31 +124,7 @@ services = { "demo/impostor.demo.svc.cluster.local" = [{ service_port = 80, targ
 TOML
 deny_policy deny-blocked blocked >>"$TMP/mesh.toml"
 
-cat >"$TMP/gw.toml" <<TOML
-[gateway]
-workers = 1
-[[port]]
-name = "client"
-device = "net_af_packet_hc$ID,iface=ghc$ID"
-addresses = ["192.0.2.1/24"]
-[[port]]
-name = "backend"
-device = "net_af_packet_hb$ID,iface=ghb$ID"
-addresses = ["198.51.100.1/24"]
-[fullnat]
-local_addresses = ["198.51.100.2"]
-[mesh]
-source = "file"
-path = "$TMP/mesh.toml"
-[hbone]
-cert_chain = "$P/demo.server.pem"
-private_key = "$P/demo.server-key.pem"
-trust_bundle = "$P/root.pem"
-[admin]
-listen = "$MG_ADMIN"
-TOML
-start_gateway "$TMP/gw.toml"
-wait_for 10 curl -sf "http://$MG_ADMIN/ready" || fail "not ready"
+hbone_gateway_start
 wait_for 10 ip netns exec "$BE" bash -c "echo >/dev/tcp/127.0.0.1/7000" || fail "echo backend down"
 
 client() {  # client IDENT ARGS...

@@ -7,6 +7,7 @@
 # endpoint → 503; half-close both ways; drain → GOAWAY while a stream finishes. Counters from
 # the server's --stats must match what the client saw.
 source "$(dirname "$0")/hbone/lib.sh"
+source "$(dirname "$0")/hbone/common.sh"  # deny_policy
 $PY -c 'import h2' || fail "python3-h2 missing (tools/setup.sh installs it)"
 
 BASE=$(port_block 20000)
@@ -14,21 +15,6 @@ ECHO=$BASE SHA=$((BASE + 1)) DOWN=$((BASE + 2)) HBONE=$((BASE + 3)) HBONE2=$((BA
 make_pki
 cat "$P/root.pem" "$P/foreign-root.pem" >"$P/both-roots.pem"
 
-# deny_policy NAME SA: a namespace DENY policy of demo for the principal of service account SA.
-deny_policy() {
-  cat <<TOML
-
-[[policy]]
-name = "$1"
-namespace = "demo"
-scope = "namespace"
-action = "deny"
-  [[policy.group]]
-    [[policy.group.clause]]
-      [[policy.group.clause.match]]
-      principals = ["cluster.local/ns/demo/sa/$2"]
-TOML
-}
 cat >"$TMP/mesh.toml" <<TOML
 [[workload]]
 uid = "gw"

@@ -23,16 +23,13 @@ BENCH=${MG_HBONE_BENCH:-$BUILD/bench/hbone_bench}
 MIB=${1:-256}
 HS=${2:-100}
 source "$SRC/tests/integration/lib.sh"
+source "$SRC/tests/integration/hbone/common.sh"
 require_root
 for f in "$MG_BIN" "$HB" "$BENCH"; do [[ -x $f ]] || fail "$f missing: build first"; done
 PY=/usr/bin/python3
 H=$SRC/tests/integration/hbone
 
-CLI=mgbc$ID BE=mgbb$ID
-add_host "$CLI" gbc$ID 192.0.2.2/24 192.0.2.1
-add_host "$BE" gbb$ID 198.51.100.11/24 198.51.100.1
-"$SRC/tools/mkpki" "$TMP/pki" >/dev/null
-P=$TMP/pki
+hbone_topology b
 # nghttpx-style clients do not half-close: the echo ends idle connections after 2 s.
 ip netns exec "$BE" $PY "$H/backend.py" echo 7000 --bind 0.0.0.0 --idle 2 2>"$TMP/echo.log" & PIDS+=($!)
 # The endpoint must be in the snapshot: a workload of a service.
@@ -52,31 +49,7 @@ addresses = ["198.51.100.11"]
 service_account = "echo"
 services = { "demo/echo.demo.svc.cluster.local" = [{ service_port = 80, target_port = 7000 }] }
 TOML
-cat >"$TMP/gw.toml" <<TOML
-[gateway]
-workers = 1
-[[port]]
-name = "client"
-device = "net_af_packet_bc$ID,iface=gbc$ID"
-addresses = ["192.0.2.1/24"]
-[[port]]
-name = "backend"
-device = "net_af_packet_bb$ID,iface=gbb$ID"
-addresses = ["198.51.100.1/24"]
-[fullnat]
-local_addresses = ["198.51.100.2"]
-[mesh]
-source = "file"
-path = "$TMP/mesh.toml"
-[hbone]
-cert_chain = "$P/demo.server.pem"
-private_key = "$P/demo.server-key.pem"
-trust_bundle = "$P/root.pem"
-[admin]
-listen = "$MG_ADMIN"
-TOML
-start_gateway "$TMP/gw.toml"
-wait_for 10 curl -sf "http://$MG_ADMIN/ready" || fail "gateway not ready"
+hbone_gateway_start
 ip netns exec "$CLI" "$HB" client --listen 127.0.0.1:7100 --peer 192.0.2.1:15008 \
   --target 198.51.100.11:7000 --expect spiffe://cluster.local/ns/demo/sa/server \
   --cert "$P/demo.client.pem" --key "$P/demo.client-key.pem" --bundle "$P/root.pem" \

@@ -1,0 +1,61 @@
+# Shared pieces of the HBONE tests and benchmarks (bash, sourced; defines functions only).
+
+# deny_policy NAME SA: a namespace DENY policy of demo for the principal of service account SA
+# (mesh file TOML).
+deny_policy() {
+  cat <<TOML
+
+[[policy]]
+name = "$1"
+namespace = "demo"
+scope = "namespace"
+action = "deny"
+  [[policy.group]]
+    [[policy.group.clause]]
+      [[policy.group.clause.match]]
+      principals = ["cluster.local/ns/demo/sa/$2"]
+TOML
+}
+
+# The gateway topology of the HBONE-on-the-workers runs (needs ../lib.sh): a client namespace
+# $CLI (192.0.2.2) and a backend namespace $BE (198.51.100.11), each on a veth whose other end
+# is a net_af_packet port of meshgate; the tools/mkpki PKI in $P.
+# hbone_topology TAG: TAG (one letter) keeps the names apart from other tests'.
+hbone_topology() {
+  HBONE_TAG=$1
+  CLI=mg${HBONE_TAG}c$ID BE=mg${HBONE_TAG}b$ID
+  add_host "$CLI" "g${HBONE_TAG}c$ID" 192.0.2.2/24 192.0.2.1
+  add_host "$BE" "g${HBONE_TAG}b$ID" 198.51.100.11/24 198.51.100.1
+  "$(dirname "${BASH_SOURCE[0]}")/../../../tools/mkpki" "$TMP/pki" >/dev/null
+  P=$TMP/pki
+}
+
+# hbone_gateway_start: meshgate with one worker on those veths, [fullnat] 198.51.100.2, the
+# mesh file $TMP/mesh.toml and the demo/server certificate; returns once /ready answers 200.
+hbone_gateway_start() {
+  cat >"$TMP/gw.toml" <<TOML
+[gateway]
+workers = 1
+[[port]]
+name = "client"
+device = "net_af_packet_${HBONE_TAG}c$ID,iface=g${HBONE_TAG}c$ID"
+addresses = ["192.0.2.1/24"]
+[[port]]
+name = "backend"
+device = "net_af_packet_${HBONE_TAG}b$ID,iface=g${HBONE_TAG}b$ID"
+addresses = ["198.51.100.1/24"]
+[fullnat]
+local_addresses = ["198.51.100.2"]
+[mesh]
+source = "file"
+path = "$TMP/mesh.toml"
+[hbone]
+cert_chain = "$P/demo.server.pem"
+private_key = "$P/demo.server-key.pem"
+trust_bundle = "$P/root.pem"
+[admin]
+listen = "$MG_ADMIN"
+TOML
+  start_gateway "$TMP/gw.toml"
+  wait_for 10 curl -sf "http://$MG_ADMIN/ready" || fail "gateway not ready"
+}
