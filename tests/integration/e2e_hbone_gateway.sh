@@ -61,24 +61,7 @@ for pod in 12 13; do
     "$P/default.default-key.pem" "$P/default.default.pem" & PIDS+=($!)
 done
 
-cat >"$TMP/mesh.toml" <<TOML
-[[mesh_service]]
-name = "echo"
-namespace = "demo"
-hostname = "echo.demo.svc.cluster.local"
-vips = ["203.0.113.30"]
-ports = [{ service_port = 80, target_port = 7000 }]
-
-[[workload]]
-uid = "demo/echo-1"
-name = "echo-1"
-namespace = "demo"
-addresses = ["198.51.100.11"]
-tunnel = "none"
-service_account = "echo"
-trust_domain = "cluster.local"
-services = { "demo/echo.demo.svc.cluster.local" = [{ service_port = 80, target_port = 7000 }] }
-TOML
+echo_mesh >"$TMP/mesh.toml"
 cat >>"$TMP/mesh.toml" <<TOML
 
 [[mesh_service]]

@@ -17,6 +17,29 @@ action = "deny"
 TOML
 }
 
+# echo_mesh: the mesh file TOML of service echo.demo (VIP 203.0.113.30:80) whose one plain
+# endpoint is workload demo/echo-1 at 198.51.100.11:7000 (service account echo).
+echo_mesh() {
+  cat <<TOML
+[[mesh_service]]
+name = "echo"
+namespace = "demo"
+hostname = "echo.demo.svc.cluster.local"
+vips = ["203.0.113.30"]
+ports = [{ service_port = 80, target_port = 7000 }]
+
+[[workload]]
+uid = "demo/echo-1"
+name = "echo-1"
+namespace = "demo"
+addresses = ["198.51.100.11"]
+tunnel = "none"
+service_account = "echo"
+trust_domain = "cluster.local"
+services = { "demo/echo.demo.svc.cluster.local" = [{ service_port = 80, target_port = 7000 }] }
+TOML
+}
+
 # The gateway topology of the HBONE-on-the-workers runs (needs ../lib.sh): a client namespace
 # $CLI (192.0.2.2) and a backend namespace $BE (198.51.100.11), each on a veth whose other end
 # is a net_af_packet port of meshgate; the tools/mkpki PKI in $P.

@@ -33,22 +33,7 @@ hbone_topology b
 # nghttpx-style clients do not half-close: the echo ends idle connections after 2 s.
 ip netns exec "$BE" $PY "$H/backend.py" echo 7000 --bind 0.0.0.0 --idle 2 2>"$TMP/echo.log" & PIDS+=($!)
 # The endpoint must be in the snapshot: a workload of a service.
-cat >"$TMP/mesh.toml" <<TOML
-[[mesh_service]]
-name = "echo"
-namespace = "demo"
-hostname = "echo.demo.svc.cluster.local"
-vips = ["203.0.113.30"]
-ports = [{ service_port = 80, target_port = 7000 }]
-
-[[workload]]
-uid = "demo/echo-1"
-name = "echo-1"
-namespace = "demo"
-addresses = ["198.51.100.11"]
-service_account = "echo"
-services = { "demo/echo.demo.svc.cluster.local" = [{ service_port = 80, target_port = 7000 }] }
-TOML
+echo_mesh >"$TMP/mesh.toml"
 hbone_gateway_start
 ip netns exec "$CLI" "$HB" client --listen 127.0.0.1:7100 --peer 192.0.2.1:15008 \
   --target 198.51.100.11:7000 --expect spiffe://cluster.local/ns/demo/sa/server \
