@@ -1166,17 +1166,22 @@ class Validator {
     }
   }
 
+  // `who` opens `what` from [fullnat] local_addresses: an error at `key` when there are none.
+  // True when it reported one.
+  bool need_local_addresses(const std::string& key, const std::string& who, const char* what) {
+    if (!c_.fullnat.local_addresses.empty()) return false;
+    error(key, who + " needs [fullnat] local_addresses (the source addresses of " + what + ")");
+    return true;
+  }
+
   // fullnat and proxy open connections from one of our own addresses; `v4` is the family the
   // connections need, when known.
   void check_snat_mode(const std::string& key, ForwardMode mode, std::optional<bool> v4) {
     if (bad(key) || (mode != ForwardMode::kFullnat && mode != ForwardMode::kProxy)) return;
     if (bad("fullnat")) return;
     const std::string name = quoted(forward_mode_name(mode));
-    if (c_.fullnat.local_addresses.empty()) {
-      error(key, "mode " + name +
-                     " needs [fullnat] local_addresses (the source addresses of connections to "
-                     "backends)");
-    } else if (v4 && !has_local_address(*v4) && !bad("fullnat.local_addresses")) {
+    if (need_local_addresses(key, "mode " + name, "connections to backends")) return;
+    if (v4 && !has_local_address(*v4) && !bad("fullnat.local_addresses")) {
       error(key, "mode " + name + " needs an " + (*v4 ? "IPv4" : "IPv6") +
                      " address in [fullnat] local_addresses");
     }
@@ -1299,12 +1304,9 @@ class Validator {
     }
     // Terminated tunnels connect upstream, originated ones dial <pod>:15008: from our own
     // addresses, like fullnat and proxy.
-    if (uses_hbone(c_) && c_.fullnat.local_addresses.empty() && !bad("fullnat")) {
-      const char* key = h.ca_address.empty() ? "hbone.cert_chain" : "hbone.ca_address";
-      if (!bad(key)) {
-        error(key, "HBONE needs [fullnat] local_addresses (the source addresses of the "
-                   "connections it opens to upstreams and to HBONE peers)");
-      }
+    const char* key = h.ca_address.empty() ? "hbone.cert_chain" : "hbone.ca_address";
+    if (uses_hbone(c_) && !bad("fullnat") && !bad(key)) {
+      need_local_addresses(key, "HBONE", "the connections it opens to upstreams and to HBONE peers");
     }
   }
 
