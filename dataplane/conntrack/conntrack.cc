@@ -1,6 +1,5 @@
 #include "dataplane/conntrack/conntrack.h"
 
-#include <rte_malloc.h>
 #include <rte_prefetch.h>
 
 #include "dataplane/common/hash.h"
@@ -47,11 +46,38 @@ constexpr uint32_t kNoSlot = 0xffff;
 
 }  // namespace
 
-size_t FlowTable::memory_bytes(uint32_t max_flows) {
-  return size_t(max_flows) * (sizeof(Flow) + 4 * sizeof(uint32_t) + sizeof(uint16_t)) +
-         size_t(bucket_count(max_flows)) * sizeof(Bucket) +
-         size_t(embryo_count(max_flows)) * sizeof(uint32_t) + (kWheelSlots + 1) * sizeof(uint32_t);
+namespace {
+
+// The table's arrays in one allocation, each 64-byte aligned: [offset, bytes) per array.
+struct Layout {
+  size_t flows, free, buckets, wheel_head, wheel_next, wheel_prev, wheel_slot, wheel_filed,
+      embryo, total;
+};
+
+Layout layout_of(uint32_t max_flows) {
+  Layout l{};
+  size_t at = 0;
+  auto take = [&at](size_t bytes) {
+    const size_t off = at;
+    at = (at + bytes + 63) & ~size_t(63);
+    return off;
+  };
+  l.flows = take(sizeof(Flow) * size_t(max_flows));
+  l.buckets = take(sizeof(FlowTable::Bucket) * size_t(bucket_count(max_flows)));
+  l.free = take(4ull * max_flows);
+  l.wheel_head = take(4ull * (FlowTable::kWheelSlots + 1));
+  l.wheel_next = take(4ull * max_flows);
+  l.wheel_prev = take(4ull * max_flows);
+  l.wheel_slot = take(2ull * max_flows);
+  l.wheel_filed = take(4ull * max_flows);
+  l.embryo = take(4ull * embryo_count(max_flows));
+  l.total = at;
+  return l;
 }
+
+}  // namespace
+
+size_t FlowTable::memory_bytes(uint32_t max_flows) { return layout_of(max_flows).total; }
 
 bool FlowTable::init(uint32_t max_flows, int socket, const ConntrackTimeouts& t,
                      const AddrTable* addrs) {
@@ -60,21 +86,19 @@ bool FlowTable::init(uint32_t max_flows, int socket, const ConntrackTimeouts& t,
   addrs_ = addrs;
   const uint32_t nb = bucket_count(max_flows);
   const uint32_t ne = embryo_count(max_flows);
-  flows_ = static_cast<Flow*>(rte_zmalloc_socket("mg_flows", sizeof(Flow) * max_flows, 64, socket));
-  free_ = static_cast<uint32_t*>(rte_malloc_socket("mg_flow_free", 4ull * max_flows, 64, socket));
-  buckets_ = static_cast<Bucket*>(rte_malloc_socket("mg_flow_idx", sizeof(Bucket) * nb, 64, socket));
-  wheel_head_ = static_cast<uint32_t*>(
-      rte_malloc_socket("mg_wheel", 4ull * (kWheelSlots + 1), 64, socket));
-  wheel_next_ = static_cast<uint32_t*>(rte_malloc_socket("mg_wnext", 4ull * max_flows, 64, socket));
-  wheel_prev_ = static_cast<uint32_t*>(rte_malloc_socket("mg_wprev", 4ull * max_flows, 64, socket));
-  wheel_slot_ = static_cast<uint16_t*>(rte_malloc_socket("mg_wslot", 2ull * max_flows, 64, socket));
-  wheel_filed_ = static_cast<uint32_t*>(rte_malloc_socket("mg_wfiled", 4ull * max_flows, 64, socket));
-  embryo_ = static_cast<uint32_t*>(rte_malloc_socket("mg_embryo", 4ull * ne, 64, socket));
-  if (!flows_ || !free_ || !buckets_ || !wheel_head_ || !wheel_next_ || !wheel_prev_ ||
-      !wheel_slot_ || !wheel_filed_ || !embryo_) {
-    destroy();
-    return false;
-  }
+  const Layout l = layout_of(max_flows);
+  mem_ = table_alloc("mg_flow_table", l.total, socket);
+  if (!mem_.p) return false;
+  auto* base = static_cast<uint8_t*>(mem_.p);
+  flows_ = reinterpret_cast<Flow*>(base + l.flows);
+  free_ = reinterpret_cast<uint32_t*>(base + l.free);
+  buckets_ = reinterpret_cast<Bucket*>(base + l.buckets);
+  wheel_head_ = reinterpret_cast<uint32_t*>(base + l.wheel_head);
+  wheel_next_ = reinterpret_cast<uint32_t*>(base + l.wheel_next);
+  wheel_prev_ = reinterpret_cast<uint32_t*>(base + l.wheel_prev);
+  wheel_slot_ = reinterpret_cast<uint16_t*>(base + l.wheel_slot);
+  wheel_filed_ = reinterpret_cast<uint32_t*>(base + l.wheel_filed);
+  embryo_ = reinterpret_cast<uint32_t*>(base + l.embryo);
   for (uint32_t i = 0; i < nb; ++i) {
     for (uint32_t j = 0; j < kBucketEntries; ++j) {
       buckets_[i].sig[j] = 0;
@@ -95,13 +119,7 @@ bool FlowTable::init(uint32_t max_flows, int socket, const ConntrackTimeouts& t,
 }
 
 void FlowTable::destroy() {
-  for (void* p : {static_cast<void*>(flows_), static_cast<void*>(free_),
-                  static_cast<void*>(buckets_), static_cast<void*>(wheel_head_),
-                  static_cast<void*>(wheel_next_), static_cast<void*>(wheel_prev_),
-                  static_cast<void*>(wheel_slot_), static_cast<void*>(wheel_filed_),
-                  static_cast<void*>(embryo_)}) {
-    rte_free(p);
-  }
+  table_free(&mem_);
   flows_ = nullptr;
   free_ = nullptr;
   buckets_ = nullptr;

@@ -24,6 +24,7 @@
 #include "dataplane/common/compiler.h"
 #include "dataplane/common/hash.h"
 #include "dataplane/common/net_types.h"
+#include "dataplane/common/table_memory.h"
 #include "dataplane/lb/lb.h"
 #include "dataplane/packet/wire.h"
 #include "dataplane/snapshot/addr_table.h"
@@ -127,6 +128,8 @@ class FlowTable {
 
   // Bytes needed for `max_flows` (for EAL memory sizing).
   static size_t memory_bytes(uint32_t max_flows);
+  // The allocation (transparent huge pages without the EAL's hugepages: table_memory.h).
+  const TableMemory& memory() const { return mem_; }
 
   // Control thread, before the worker starts: memory from rte_malloc on `socket`.
   bool init(uint32_t max_flows, int socket, const ConntrackTimeouts& t, const AddrTable* addrs);
@@ -356,6 +359,7 @@ class FlowTable {
   void wheel_insert(uint32_t idx);
   void wheel_unlink(uint32_t idx);
 
+  TableMemory mem_;  // every array below, in one allocation
   Flow* flows_ = nullptr;
   uint32_t* free_ = nullptr;  // stack of free pool indices
   uint32_t free_top_ = 0;

@@ -2,9 +2,13 @@
 // not-yet-established flows when full, and the TCP state machine.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <rte_eal.h>
 
 #include <cstring>
+#include <fstream>
 #include <random>
+#include <sstream>
+#include <string>
 
 #include "dataplane/conntrack/conntrack.h"
 #include "dataplane/packet/wire.h"
@@ -51,6 +55,55 @@ class FlowTableTest : public ::testing::Test {
 };
 
 TEST_F(FlowTableTest, flow_entries_are_one_cache_line) { EXPECT_EQ(sizeof(Flow), 64u); }
+
+// The smaps block of the mapping that starts at `p` ("" when none does).
+std::string smaps_of(const void* p) {
+  std::ifstream in("/proc/self/smaps");
+  std::string line, block;
+  bool in_block = false;
+  char want[32];
+  std::snprintf(want, sizeof want, "%lx-", reinterpret_cast<unsigned long>(p));
+  while (std::getline(in, line)) {
+    const bool header = line.find('-') != std::string::npos && line.find(' ') > line.find('-') &&
+                        line.find(':') > line.find(' ');
+    if (header) {
+      if (in_block) break;
+      in_block = line.rfind(want, 0) == 0;
+    }
+    if (in_block) block += line + "\n";
+  }
+  return block;
+}
+
+// The tests' EAL runs without hugepages: the table is then its own anonymous mapping, on a
+// 2 MiB boundary and a whole number of 2 MiB pages, advised for transparent huge pages (the
+// "hg" flag), so that the kernel can back a random-access index with huge pages.
+TEST_F(FlowTableTest, without_hugepages_the_table_is_a_2mib_aligned_mapping_advised_for_thp) {
+  ASSERT_FALSE(rte_eal_has_hugepages());
+  ASSERT_TRUE(init(1u << 16));
+  const TableMemory& m = table_.memory();
+  ASSERT_NE(m.p, nullptr);
+  EXPECT_EQ(m.bytes, FlowTable::memory_bytes(1u << 16));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(m.p) % (2u << 20), 0u);
+  EXPECT_EQ(m.mapped % (2u << 20), 0u);
+  EXPECT_GE(m.mapped, m.bytes);
+  const std::string block = smaps_of(m.p);
+  ASSERT_FALSE(block.empty());
+  const size_t flags = block.find("VmFlags:");
+  ASSERT_NE(flags, std::string::npos);
+  EXPECT_NE(block.find(" hg", flags), std::string::npos) << block;
+  // The whole table was written at init (faulted in on this thread, not on the worker's first
+  // packets): every page is resident.
+  const size_t rss = block.find("\nRss:");
+  ASSERT_NE(rss, std::string::npos);
+  EXPECT_GE(std::stoull(block.substr(rss + 5)) << 10, m.mapped);
+  // And it works: the pool fills.
+  for (uint32_t i = 0; i < (1u << 16); ++i) ASSERT_NE(table_.insert(client(i), dnat(), 1000), nullptr) << i;
+  EXPECT_EQ(table_.active(), 1u << 16);
+  table_.destroy();
+  EXPECT_EQ(table_.memory().p, nullptr);
+  EXPECT_TRUE(smaps_of(m.p).empty());  // unmapped
+}
 
 TEST_F(FlowTableTest, every_insert_succeeds_until_the_pool_is_full_and_all_flows_are_found) {
   constexpr uint32_t kFlows = 65536;

@@ -2,9 +2,11 @@
 //
 //   ct_memory MAX_FLOWS...      (as root: it initializes a small no-hugepage EAL)
 //
-// For each capacity it allocates a FlowTable the way a worker does (FlowTable::init, rte_malloc),
-// reads the DPDK heap before and after (what the allocation really took, allocator overhead
-// included), then fills it with distinct IPv4 dnat flows until an insert fails and with IPv6
+// For each capacity it allocates a FlowTable the way a worker does (FlowTable::init: without
+// hugepages its own anonymous mapping, advised for transparent huge pages; with them the DPDK
+// heap), measures what the allocation really took (the DPDK heap before and after plus the
+// mapping's length: allocator overhead and rounding included) and how much of it the kernel
+// backs with transparent huge pages, then fills it with distinct IPv4 dnat flows until an insert fails and with IPv6
 // flows in a fresh table, to show that the capacity is reachable and that a flow costs the same
 // in both families. Prints one JSON object on stdout, with the TSC rate.
 #include <rte_cycles.h>
@@ -128,7 +130,7 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < caps.size(); ++i) {
     const uint32_t cap = caps[i];
     uint32_t held[2] = {0, 0};
-    size_t measured = 0;
+    size_t measured = 0, thp = 0;
     for (int v6 = 0; v6 < 2; ++v6) {
       FlowTable ft;
       const size_t before = heap_allocated();
@@ -137,7 +139,8 @@ int main(int argc, char** argv) {
         rc = 1;
         break;
       }
-      measured = heap_allocated() - before;
+      measured = heap_allocated() - before + ft.memory().mapped;
+      thp = meshgate::dp::table_thp_bytes(ft.memory());
       held[v6] = fill(ft, cap, v6 != 0);
       ft.destroy();
     }
@@ -145,9 +148,9 @@ int main(int argc, char** argv) {
     const size_t formula = FlowTable::memory_bytes(cap);
     std::printf("%s\n    {\"max_flows\": %u, \"memory_bytes\": %zu, \"heap_bytes\": %zu, "
                 "\"bytes_per_flow\": %.1f, \"heap_bytes_per_flow\": %.1f, "
-                "\"ipv4_flows_held\": %u, \"ipv6_flows_held\": %u}",
+                "\"thp_bytes\": %zu, \"ipv4_flows_held\": %u, \"ipv6_flows_held\": %u}",
                 i ? "," : "", cap, formula, measured, double(formula) / cap,
-                double(measured) / cap, held[0], held[1]);
+                double(measured) / cap, thp, held[0], held[1]);
   }
   std::printf("\n  ]\n}\n");
   rte_free(addrs.addrs);
