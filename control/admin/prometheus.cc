@@ -130,7 +130,7 @@ void write_core_metrics(const MetricsInput& in, PromWriter& w) {
   w.family("meshgate_packets_consumed_total", C,
            "Packets terminated without an answer (ARP replies and advertisements learned).");
   w.sample(t.consumed);
-  w.family("meshgate_packets_pending", G, "Packets waiting for a neighbor to resolve.");
+  w.family("meshgate_packets_pending", G, "Packets held in the workers: waiting for a neighbor to resolve, or a full burst held for the next poll.");
   w.sample(t.pending);
 
   w.family("meshgate_drops_total", C, "Packets dropped, by reason (dataplane/drop_reasons.def).");

@@ -516,6 +516,7 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
       wp.neighbor_in = s.from_control;
       wp.replay = replay;
       wp.replay_packets = replay_packets;
+      wp.pipeline = !replay;
       wp.timestamp_offset = ts_bit >= 0 ? ts_offset : -1;
       wp.timestamp_flag = ts_bit >= 0 ? (1ull << ts_bit) : 0;
       wp.proxy = proxy ? &proxy_cfg : nullptr;

@@ -45,7 +45,7 @@ struct MG_CACHE_ALIGNED WorkerCounters {
   uint64_t arp_requests = 0;
   uint64_t nd_solicits = 0;
   uint64_t neighbors_learned = 0;
-  uint64_t pending_now = 0;   // gauge: packets waiting for a neighbor
+  uint64_t pending_now = 0;   // gauge: packets waiting for a neighbor, or held for the next poll
   uint64_t loops = 0;         // poll loop iterations (healthz: advances while polling)
   uint64_t busy_loops = 0;    // iterations that received packets
   uint64_t busy_cycles = 0;   // TSC cycles spent in iterations that received packets

@@ -105,9 +105,17 @@ MG_ALWAYS_INLINE bool fast_candidate(const rte_mbuf* m, const uint8_t* d, uint64
   const uint64_t ip_ck = m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK;
   if (ip_ck != RTE_MBUF_F_RX_IP_CKSUM_GOOD) {
     if (ip_ck == RTE_MBUF_F_RX_IP_CKSUM_BAD) return false;
-    uint32_t x[5];
-    std::memcpy(x, ip, 20);
-    uint64_t sum = uint64_t(x[0]) + x[1] + x[2] + x[3] + x[4];
+    // One's-complement sum of the header as two 64-bit words and one 32-bit word, with the
+    // carries folded back in (in registers: an array of five words went through the stack).
+    uint64_t a, b;
+    uint32_t c;
+    std::memcpy(&a, ip, 8);
+    std::memcpy(&b, ip + 8, 8);
+    std::memcpy(&c, ip + 16, 4);
+    uint64_t sum = a + b;
+    sum += sum < a;  // end-around carry
+    sum += c;
+    sum += sum < c;
     sum = (sum & 0xffffffff) + (sum >> 32);
     sum = (sum & 0xffffffff) + (sum >> 32);
     sum = (sum & 0xffff) + (sum >> 16);
@@ -238,18 +246,7 @@ uint32_t Worker::poll_once() {
     counter_add(counters_.snapshot_version, snap_->version - counters_.snapshot_version);
     if (proxy_) proxy_->begin(snap_, now_ns_, draining_.load(std::memory_order_relaxed));
     if (hbone_) hbone_->begin(snap_, now_ns_, draining_.load(std::memory_order_relaxed));
-    for (const auto& port : p_.ports) {
-      rte_mbuf* pkts[kBurst];
-      const uint16_t n = rte_eth_rx_burst(port.port_id, p_.index, pkts, kBurst);
-      if (n == 0) continue;
-      total += n;
-      uint64_t bytes = 0;
-      for (uint16_t i = 0; i < n; ++i) bytes += pkts[i]->pkt_len;
-      counter_add(counters_.rx_packets, n);
-      counter_add(counters_.rx_bytes, bytes);
-      if (p_.replay) update_clock(pkts, n);
-      process_burst(port.index, pkts, n);
-    }
+    for (const auto& port : p_.ports) total += rx_port(port.index);
     if (p_.n_workers > 1) drain_handoff();
     if (pending_->size()) service_pending();
     if (p_.neighbor_in) drain_neighbor_ring();
@@ -267,7 +264,8 @@ uint32_t Worker::poll_once() {
     flush_tx();
   }
   sync_table_counters();
-  counter_add(counters_.pending_now, int64_t(pending_->size()) - int64_t(counters_.pending_now));
+  counter_add(counters_.pending_now,
+              int64_t(pending_->size() + held_packets_) - int64_t(counters_.pending_now));
   counter_add(counters_.loops, 1);
   if (total) {
     counter_add(counters_.busy_loops, 1);
@@ -276,6 +274,67 @@ uint32_t Worker::poll_once() {
   snap_ = nullptr;
   if (p_.qsbr) rte_rcu_qsbr_quiescent(p_.qsbr, p_.index);
   return total;
+}
+
+// Receives a burst from port `pi` and processes it, pipelined over two polls when the traffic
+// is heavy: a full burst of fast-path candidates is only hashed (its first buckets prefetched)
+// and held; the next poll prefetches its flows, runs the first pass over the burst it
+// receives then (whose work covers the flows' latency), and forwards the held burst, whose
+// buckets and flows are in cache by then. A burst that is not full, or not all candidates, is
+// processed at once (after the held one: the port's order stays), so a packet waits at most
+// one poll, and only while bursts come full. Without WorkerParams::pipeline (replays) every
+// burst is processed as it comes.
+uint32_t Worker::rx_port(uint16_t pi) {
+  const PortRuntime& port = p_.ports[pi];
+  Prepared* held = &held_[pi][held_cur_[pi]];
+  Prepared* next = &held_[pi][held_cur_[pi] ^ 1];
+  const uint16_t n = rte_eth_rx_burst(port.port_id, p_.index, next->pkts, kBurst);
+  if (n) {
+    uint64_t bytes = 0;
+    for (uint16_t i = 0; i < n; ++i) bytes += next->pkts[i]->pkt_len;
+    counter_add(counters_.rx_packets, n);
+    counter_add(counters_.rx_bytes, bytes);
+    if (p_.replay) update_clock(next->pkts, n);
+  }
+  if (held->n) fast_prefetch_flows(held->hash, held->bp, held->n);
+  next->n = n;
+  next->hashed = 0;
+  next->flows_prefetched = false;
+  const bool tried = n && !fast_skip_ && p_.pipeline;
+  if (tried) next->hashed = fast_hash(pi, next->pkts, n, next->hash, next->bp);
+  if (held->n) {
+    held->flows_prefetched = true;
+    held_packets_ -= held->n;
+    process_prepared(pi, *held);
+    held->n = 0;
+  }
+  if (n == kBurst && next->hashed == n) {
+    held_cur_[pi] ^= 1;  // hold it for the next poll
+    held_packets_ += n;
+  } else if (n) {
+    if (tried) process_prepared(pi, *next);
+    else process_burst(pi, next->pkts, n);
+    next->n = 0;
+  }
+  return n;
+}
+
+void Worker::release_held() {
+  // A burst is only held while a snapshot is published, and one is never withdrawn.
+  snap_ = p_.snapshot->load();
+  if (!snap_) return;
+  const bool draining = draining_.load(std::memory_order_relaxed);
+  for (uint16_t pi = 0; pi < p_.ports.size() && pi < kMaxPorts; ++pi) {
+    Prepared& held = held_[pi][held_cur_[pi]];
+    if (!held.n) continue;
+    if (proxy_) proxy_->begin(snap_, now_ns_, draining);
+    if (hbone_) hbone_->begin(snap_, now_ns_, draining);
+    held_packets_ -= held.n;
+    process_prepared(pi, held);
+    if (proxy_) send_generated();
+    held.n = 0;
+  }
+  snap_ = nullptr;
 }
 
 void Worker::sync_table_counters() {
@@ -288,6 +347,7 @@ void Worker::sync_table_counters() {
 }
 
 void Worker::finish() {
+  release_held();
   flush_tx();
   while (pending_->size()) {
     drop(pending_->at(0).m, Drop::kNeighborUnresolved);
@@ -396,13 +456,23 @@ void Worker::update_clock(rte_mbuf** pkts, uint16_t n) {
   }
 }
 
-void Worker::process_burst(uint16_t in_port, rte_mbuf** pkts, uint16_t n) {
-  fast_hashed_ = 0;
-  fast_flows_prefetched_ = false;
+void Worker::process_prepared(uint16_t in_port, Prepared& b) {
+  std::memcpy(hash_, b.hash, sizeof(uint32_t) * b.hashed);
+  std::memcpy(bp_, b.bp, sizeof(FlowTable::BucketPair) * b.hashed);
+  fast_hashed_ = b.hashed;
+  fast_flows_prefetched_ = b.flows_prefetched;
+  process_burst(in_port, b.pkts, b.n, true);
+}
+
+void Worker::process_burst(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool hashed) {
+  if (!hashed) {
+    fast_hashed_ = 0;
+    fast_flows_prefetched_ = false;
+  }
   if (in_port != kFromHandoff) {
-    if (fast_skip_) {
+    if (fast_skip_ && !hashed) {
       --fast_skip_;
-    } else if (stage_fast(in_port, pkts, n) == n) {
+    } else if (stage_fast(in_port, pkts, n, hashed) == n) {
       fast_backoff_ = 0;
       return;
     } else if (fast_hashed_ == n) {
@@ -441,7 +511,8 @@ void Worker::process_burst(uint16_t in_port, rte_mbuf** pkts, uint16_t n) {
 // Given that, the result is the stages' to the byte: the packets of a fast burst can only
 // affect each other through their flows' state and expiry, which pass 4 updates in burst
 // order, as stage_flow does.
-uint16_t Worker::stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n) {
+uint16_t Worker::fast_hash(uint16_t in_port, rte_mbuf** pkts, uint16_t n, uint32_t* hash,
+                           FlowTable::BucketPair* bp) const {
   uint64_t our_mac = 0;  // in the low 6 bytes, as fast_candidate loads a frame's first 8
   std::memcpy(&our_mac, p_.ports[in_port].mac.b.data(), 6);
   constexpr uint32_t kAhead = 4;
@@ -449,22 +520,26 @@ uint16_t Worker::stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n) {
   for (uint16_t i = 0; i < n; ++i) {
     if (i + kAhead < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + kAhead], void*));
     const uint8_t* d = rte_pktmbuf_mtod(pkts[i], const uint8_t*);
-    if (!fast_candidate(pkts[i], d, our_mac)) {
-      fast_hashed_ = i;
-      return 0;
-    }
+    if (!fast_candidate(pkts[i], d, our_mac)) return i;
     const uint8_t* ip = d + kEthHdrLen;
     uint32_t src, dst, ports;
     std::memcpy(&src, ip + 12, 4);
     std::memcpy(&dst, ip + 16, 4);
     std::memcpy(&ports, ip + kIpv4HdrLen, 4);
-    hash_[i] = lb_flow_hash_v4(src, dst, ports, ip[9]);
-    bp_[i] = flows_.buckets_of(hash_[i]);
-    flows_.prefetch_first_bucket(bp_[i]);
+    hash[i] = lb_flow_hash_v4(src, dst, ports, ip[9]);
+    bp[i] = flows_.buckets_of(hash[i]);
+    flows_.prefetch_first_bucket(bp[i]);
   }
-  fast_hashed_ = n;
-  for (uint16_t i = 0; i < n; ++i) flows_.prefetch_flows_or_second(hash_[i], bp_[i]);
-  fast_flows_prefetched_ = true;
+  return n;
+}
+
+uint16_t Worker::stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool hashed) {
+  if (!hashed) fast_hashed_ = fast_hash(in_port, pkts, n, hash_, bp_);
+  if (fast_hashed_ != n) return 0;
+  if (!fast_flows_prefetched_) {
+    fast_prefetch_flows(hash_, bp_, n);
+    fast_flows_prefetched_ = true;
+  }
 
   const uint32_t now_ms = now_ms_of(now_ns_);
   const uint64_t version = snap_->version;

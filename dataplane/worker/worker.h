@@ -97,6 +97,10 @@ struct WorkerParams {
   // itself after `replay_packets` packets were received.
   bool replay = false;
   uint64_t replay_packets = 0;
+  // Pipeline full bursts of established traffic over two polls (Worker::rx_port). Off for
+  // replays (their clock comes from the packets: a held burst would be processed after the
+  // next burst moved the clock) and by default in tests that count polls.
+  bool pipeline = false;
   int timestamp_offset = -1;  // mbuf dynfield offset of the RX timestamp
   uint64_t timestamp_flag = 0;
   // Non-null: run the L4 proxy (the worker copies it at init()).
@@ -188,10 +192,34 @@ class Worker {
     IpAddr tunnel_dst;
   };
 
-  void process_burst(uint16_t in_port, rte_mbuf** pkts, uint16_t n);
+  // A received burst and what stage_fast's first pass found: `hashed` packets (all of them
+  // when the burst may take the fast path) with their flow hash and buckets, the first bucket
+  // prefetched; `flows_prefetched` once the second pass has prefetched their flows.
+  struct Prepared {
+    rte_mbuf* pkts[kBurst];
+    uint32_t hash[kBurst];
+    FlowTable::BucketPair bp[kBurst];
+    uint16_t n = 0;
+    uint16_t hashed = 0;
+    bool flows_prefetched = false;
+  };
+  // `hashed`: fast_hash ran on it already (hash_, bp_, fast_hashed_, fast_flows_prefetched_).
+  void process_burst(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool hashed = false);
+  // process_burst for a burst whose first fast pass ran already (rx_port's pipeline).
+  void process_prepared(uint16_t in_port, Prepared& b);
+  // Receives one burst from port `pi`, pipelined (see poll_once).
+  uint32_t rx_port(uint16_t pi);
   // The established-flow fast path: returns n when it forwarded the whole burst, 0 when it
-  // left the burst, unchanged, to the stages.
-  uint16_t stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n);
+  // left the burst, unchanged, to the stages. Its first pass (fast_hash: check, hash and
+  // prefetch the first bucket; returns how many packets it hashed before one that cannot take
+  // the fast path) and its second (fast_prefetch_flows) may have run earlier: stage_fast
+  // starts after them, from hash_, bp_, fast_hashed_ and fast_flows_prefetched_.
+  uint16_t fast_hash(uint16_t in_port, rte_mbuf** pkts, uint16_t n, uint32_t* hash,
+                     FlowTable::BucketPair* bp) const;
+  void fast_prefetch_flows(const uint32_t* hash, const FlowTable::BucketPair* bp, uint16_t n) const {
+    for (uint16_t i = 0; i < n; ++i) flows_.prefetch_flows_or_second(hash[i], bp[i]);
+  }
+  uint16_t stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool hashed);
   void stage_parse(uint16_t in_port, rte_mbuf** pkts, uint16_t n);
   void stage_classify(rte_mbuf** pkts, uint16_t n);
   void stage_l2(uint16_t in_port, rte_mbuf** pkts, uint16_t n);
@@ -351,6 +379,12 @@ class Worker {
   uint8_t fast_skip_ = 0;
   uint8_t fast_backoff_ = 0;
   static constexpr uint8_t kFastBackoffMax = 16;
+  // Per port: a full burst of fast-path candidates received in the last poll and held for
+  // this one (held_[p][held_cur_[p]] when its n is not 0), and the buffer for the next.
+  Prepared held_[kMaxPorts][2];
+  uint8_t held_cur_[kMaxPorts] = {};
+  uint32_t held_packets_ = 0;  // in held bursts (counted as pending)
+  void release_held();  // finish(): forwards what is held
 };
 
 }  // namespace meshgate::dp

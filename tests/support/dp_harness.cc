@@ -223,6 +223,7 @@ DataplaneHarness::DataplaneHarness(const std::string& config_toml, HarnessOption
     wp.proxy = proxy_ ? &proxy_params_ : nullptr;
     wp.replay = true;
     wp.replay_packets = ~0ull;
+    wp.pipeline = opt_.pipeline;
     wp.timestamp_offset = g_ts_offset;
     wp.timestamp_flag = g_ts_flag;
     workers_.push_back(std::make_unique<dp::Worker>());
@@ -270,8 +271,7 @@ uint16_t DataplaneHarness::rss_queue(const pkt::Bytes& f) const {
   return rss_->queue_of(rss_->fixed_hash(m.src, m.dst, 0));  // zero ports add nothing
 }
 
-std::vector<pkt::Bytes> DataplaneHarness::send(const std::vector<pkt::Bytes>& frames,
-                                               uint64_t ts_ns, uint16_t port) {
+void DataplaneHarness::inject(const std::vector<pkt::Bytes>& frames, uint64_t ts_ns, uint16_t port) {
   std::vector<std::vector<pkt::Bytes>> by_queue(workers_.size());
   for (const auto& f : frames) by_queue[rss_queue(f)].push_back(f);
   for (uint16_t q = 0; q < by_queue.size(); ++q) {
@@ -286,7 +286,20 @@ std::vector<pkt::Bytes> DataplaneHarness::send(const std::vector<pkt::Bytes>& fr
       if (rte_ring_enqueue(rx_rings_[port][q], m) != 0) throw std::runtime_error("RX ring full");
     }
   }
+}
+
+std::vector<pkt::Bytes> DataplaneHarness::send(const std::vector<pkt::Bytes>& frames,
+                                               uint64_t ts_ns, uint16_t port) {
+  inject(frames, ts_ns, port);
   poll_all(ts_ns);
+  return collect();
+}
+
+std::vector<pkt::Bytes> DataplaneHarness::poll_each_once(uint64_t ts_ns) {
+  for (auto& w : workers_) {
+    w->advance_clock(ts_ns);
+    w->poll_once();
+  }
   return collect();
 }
 

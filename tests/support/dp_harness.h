@@ -31,6 +31,8 @@ struct HarnessOptions {
   // Steer injected TCP/UDP packets to queues like a NIC with RSS: Toeplitz with the default key
   // over a RETA that spreads 128 entries over the workers. The workers get the same predictor.
   bool rss = false;
+  // WorkerParams::pipeline: full bursts of fast-path candidates are held for the next poll.
+  bool pipeline = false;
 };
 
 class DataplaneHarness {
@@ -49,6 +51,10 @@ class DataplaneHarness {
   // returns what every port transmitted (port 0 first).
   std::vector<pkt::Bytes> send(const std::vector<pkt::Bytes>& frames, uint64_t ts_ns,
                                uint16_t port = 0);
+  // Only enqueues the frames (as send does); poll_each_once then runs one poll iteration of
+  // every worker and returns what the ports transmitted.
+  void inject(const std::vector<pkt::Bytes>& frames, uint64_t ts_ns, uint16_t port = 0);
+  std::vector<pkt::Bytes> poll_each_once(uint64_t ts_ns);
   // The same into one queue (worker) explicitly.
   std::vector<pkt::Bytes> send_to_queue(const std::vector<pkt::Bytes>& frames, uint64_t ts_ns,
                                         uint16_t port, uint16_t queue);

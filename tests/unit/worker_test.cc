@@ -20,6 +20,7 @@ using dp::Drop;
 using pkt::Bytes;
 using test::A;
 using test::DataplaneHarness;
+using test::HarnessOptions;
 using test::expected_backend;
 using test::kDemoTopology;
 using test::kGw;
@@ -291,6 +292,85 @@ TEST(WorkerFastPath, a_burst_with_any_other_packet_goes_through_the_stages) {
   EXPECT_EQ(h.send(full, t += 1000).size(), full.size());
   EXPECT_EQ(h.counters().fast_path_packets, base + others.size() + dp::kBurst);
   EXPECT_TRUE(h.balanced());
+}
+
+// ---- the two-poll pipeline of full established bursts (WorkerParams::pipeline) --------------
+
+// n established frames of the fast case's flows, the kinds interleaved.
+std::vector<Bytes> established(const FastCase& c, size_t n, size_t from = 0) {
+  std::vector<Bytes> b;
+  for (size_t j = 0; j < n; ++j) b.push_back(c.est[(from + j * 5) % c.est.size()]);
+  return b;
+}
+
+// A pipelined worker and an unpipelined one, through the fast case's setup in step.
+struct PipelinePair {
+  static HarnessOptions piped_options() {
+    HarnessOptions po;
+    po.pipeline = true;
+    return po;
+  }
+  DataplaneHarness piped{kDemoTopology, piped_options()};
+  DataplaneHarness plain{kDemoTopology};
+  FastCase c = fast_case(piped.config());
+  uint64_t t = kT0;
+  PipelinePair() {
+    for (const Bytes& f : c.setup) {
+      EXPECT_EQ(piped.send(f, t), plain.send(f, t));
+      t += 1000;
+    }
+  }
+};
+
+// A full burst of fast-path candidates is held for one poll: it leaves with the next, exactly
+// as the unpipelined worker sends it; a burst that is not full, or holds any other packet, is
+// not held, and it leaves after the held one (the port's order stays).
+TEST(WorkerPipeline, a_full_established_burst_leaves_one_poll_later_in_order_and_unchanged) {
+  PipelinePair pp;
+  auto& [piped, plain, c, t] = pp;
+  const std::vector<Bytes> full = established(c, dp::kBurst);
+  const std::vector<Bytes> partial = established(c, 9, 3);
+  std::vector<Bytes> both = full;
+  both.insert(both.end(), partial.begin(), partial.end());
+  const std::vector<Bytes> want = plain.send(both, t += 1'000'000);
+  ASSERT_EQ(want.size(), both.size());
+
+  const uint64_t fast0 = piped.counters().fast_path_packets;
+  piped.inject(both, t);
+  EXPECT_TRUE(piped.poll_each_once(t).empty());  // the full burst is held
+  EXPECT_EQ(piped.counters().rx_packets, plain.counters().rx_packets - partial.size());
+  EXPECT_EQ(piped.counters().pending_now, dp::kBurst);  // counted as pending meanwhile
+  EXPECT_TRUE(piped.balanced());
+  EXPECT_EQ(piped.counters().fast_path_packets, fast0);
+  EXPECT_EQ(piped.poll_each_once(t), want);  // then both, the held one first
+  EXPECT_EQ(piped.counters().fast_path_packets, fast0 + both.size());
+  EXPECT_EQ(piped.counters().fast_path_packets, plain.counters().fast_path_packets);
+  EXPECT_TRUE(piped.balanced());
+
+  // Not held: a full burst with a packet the fast path does not take (a SYN of a new flow).
+  std::vector<Bytes> mixed = established(c, dp::kBurst - 1, 1);
+  mixed.insert(mixed.begin() + 17, tcp_frame("192.0.2.99", 43000, "203.0.113.10", 80, pkt::kTcpSyn));
+  const std::vector<Bytes> want_mixed = plain.send(mixed, t += 1000);
+  piped.inject(mixed, t);
+  EXPECT_EQ(piped.poll_each_once(t), want_mixed);
+  EXPECT_EQ(piped.counters().flows_created, plain.counters().flows_created);
+  EXPECT_TRUE(piped.balanced());
+}
+
+// Stopping the worker forwards a held burst: nothing is lost at exit.
+TEST(WorkerPipeline, a_held_burst_is_forwarded_when_the_worker_stops) {
+  PipelinePair pp;
+  auto& [piped, plain, c, t] = pp;
+  const std::vector<Bytes> full = established(c, dp::kBurst, 2);
+  const std::vector<Bytes> want = plain.send(full, t += 1000);
+  piped.inject(full, t);
+  EXPECT_TRUE(piped.poll_each_once(t).empty());
+  EXPECT_EQ(piped.counters().pending_now, dp::kBurst);
+  EXPECT_EQ(piped.finish(), want);
+  EXPECT_EQ(piped.counters().pending_now, 0u);
+  EXPECT_EQ(piped.counters().tx_packets, plain.counters().tx_packets);
+  EXPECT_EQ(piped.drops_total(), 0u);
+  EXPECT_TRUE(piped.balanced());
 }
 
 // ---- DNAT forward and reverse ---------------------------------------------------------------
