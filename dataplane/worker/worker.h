@@ -99,7 +99,8 @@ struct WorkerParams {
   uint64_t replay_packets = 0;
   // Pipeline full bursts of established traffic over two polls (Worker::rx_port). Off for
   // replays (their clock comes from the packets: a held burst would be processed after the
-  // next burst moved the clock) and by default in tests that count polls.
+  // next burst moved the clock), for workers that run the TCP stack (init() clears it) and by
+  // default in tests that count polls.
   bool pipeline = false;
   int timestamp_offset = -1;  // mbuf dynfield offset of the RX timestamp
   uint64_t timestamp_flag = 0;
