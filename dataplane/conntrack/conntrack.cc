@@ -1,5 +1,7 @@
 #include "dataplane/conntrack/conntrack.h"
 
+#include <algorithm>
+
 #include <rte_prefetch.h>
 
 #include "dataplane/common/hash.h"
@@ -26,11 +28,10 @@ const char* tcp_state_name(TcpState s) {
 namespace {
 
 uint32_t bucket_count(uint32_t max_flows) {
-  // Two references per flow, buckets of 8, at most ~60% full.
-  const uint64_t want = (uint64_t(max_flows) * 2 * 10 / 6) / FlowTable::kBucketEntries + 1;
-  uint32_t n = 1;
-  while (n < want) n <<= 1;
-  return n;
+  // Two references per flow, buckets of 8, at most 3/4 full at capacity (the two choices and
+  // the cuckoo step fill every slot of the pool at that: FlowTableTest, ct_memory).
+  return uint32_t((uint64_t(max_flows) * 2 * 4 / 3 + FlowTable::kBucketEntries - 1) /
+                  FlowTable::kBucketEntries) + 1;
 }
 
 uint32_t embryo_count(uint32_t max_flows) {
@@ -40,9 +41,6 @@ uint32_t embryo_count(uint32_t max_flows) {
 }
 
 uint32_t alt_bucket(uint32_t h) { return FlowTable::alt_hash(h); }
-uint32_t tick_of(uint32_t ms) { return ms >> FlowTable::kTickShift; }
-
-constexpr uint32_t kNoSlot = 0xffff;
 
 }  // namespace
 
@@ -50,8 +48,7 @@ namespace {
 
 // The table's arrays in one allocation, each 64-byte aligned: [offset, bytes) per array.
 struct Layout {
-  size_t flows, free, buckets, wheel_head, wheel_next, wheel_prev, wheel_slot, wheel_filed,
-      embryo, total;
+  size_t flows, buckets, embryo, total;
 };
 
 Layout layout_of(uint32_t max_flows) {
@@ -64,12 +61,6 @@ Layout layout_of(uint32_t max_flows) {
   };
   l.flows = take(sizeof(Flow) * size_t(max_flows));
   l.buckets = take(sizeof(FlowTable::Bucket) * size_t(bucket_count(max_flows)));
-  l.free = take(4ull * max_flows);
-  l.wheel_head = take(4ull * (FlowTable::kWheelSlots + 1));
-  l.wheel_next = take(4ull * max_flows);
-  l.wheel_prev = take(4ull * max_flows);
-  l.wheel_slot = take(2ull * max_flows);
-  l.wheel_filed = take(4ull * max_flows);
   l.embryo = take(4ull * embryo_count(max_flows));
   l.total = at;
   return l;
@@ -91,13 +82,7 @@ bool FlowTable::init(uint32_t max_flows, int socket, const ConntrackTimeouts& t,
   if (!mem_.p) return false;
   auto* base = static_cast<uint8_t*>(mem_.p);
   flows_ = reinterpret_cast<Flow*>(base + l.flows);
-  free_ = reinterpret_cast<uint32_t*>(base + l.free);
   buckets_ = reinterpret_cast<Bucket*>(base + l.buckets);
-  wheel_head_ = reinterpret_cast<uint32_t*>(base + l.wheel_head);
-  wheel_next_ = reinterpret_cast<uint32_t*>(base + l.wheel_next);
-  wheel_prev_ = reinterpret_cast<uint32_t*>(base + l.wheel_prev);
-  wheel_slot_ = reinterpret_cast<uint16_t*>(base + l.wheel_slot);
-  wheel_filed_ = reinterpret_cast<uint32_t*>(base + l.wheel_filed);
   embryo_ = reinterpret_cast<uint32_t*>(base + l.embryo);
   for (uint32_t i = 0; i < nb; ++i) {
     for (uint32_t j = 0; j < kBucketEntries; ++j) {
@@ -105,28 +90,26 @@ bool FlowTable::init(uint32_t max_flows, int socket, const ConntrackTimeouts& t,
       buckets_[i].ref[j] = kEmpty;
     }
   }
-  bucket_mask_ = nb - 1;
-  for (uint32_t i = 0; i <= kWheelSlots; ++i) wheel_head_[i] = kEmpty;
-  for (uint32_t i = 0; i < max_flows; ++i) wheel_slot_[i] = kNoSlot;
+  n_buckets_ = nb;
   // Pop order = ascending indices: deterministic replays, readable dumps.
-  for (uint32_t i = 0; i < max_flows; ++i) free_[i] = max_flows - 1 - i;
-  free_top_ = max_flows;
+  for (uint32_t i = 0; i < max_flows; ++i) flows_[i].expire_ms = i + 1 < max_flows ? i + 1 : kEmpty;
+  free_head_ = max_flows ? 0 : kEmpty;
+  sweep_period_ms_ = std::max(kSweepMinPeriodMs, (max_flows + kSweepPerMs - 1) / kSweepPerMs);
+  sweep_cursor_ = 0;
+  sweep_credit_ = 0;
+  sweep_started_ = false;
   embryo_mask_ = ne - 1;
   embryo_head_ = embryo_tail_ = 0;
   active_ = established_ = 0;
-  wheel_started_ = false;
   return true;
 }
 
 void FlowTable::destroy() {
   table_free(&mem_);
   flows_ = nullptr;
-  free_ = nullptr;
   buckets_ = nullptr;
-  wheel_head_ = wheel_next_ = wheel_prev_ = nullptr;
-  wheel_slot_ = nullptr;
-  wheel_filed_ = nullptr;
   embryo_ = nullptr;
+  free_head_ = kEmpty;
 }
 
 Tuple FlowTable::original_tuple(const Flow& f) const {
@@ -161,7 +144,7 @@ uint32_t FlowTable::timeout_ms(const Flow& f) const {
 }
 
 bool FlowTable::reply_in_use(const Tuple& t, uint32_t h) const {
-  const uint32_t b[2] = {h & bucket_mask_, alt_bucket(h) & bucket_mask_};
+  const uint32_t b[2] = {bucket_of(h), bucket_of(alt_bucket(h))};
   for (uint32_t k = 0; k < 2; ++k) {
     const Bucket& bk = buckets_[b[k]];
     for (uint32_t j = 0; j < kBucketEntries; ++j) {
@@ -177,7 +160,7 @@ bool FlowTable::link(uint32_t h, uint32_t ref) {
   // "Power of two choices": the less loaded of the two candidate buckets keeps the fullest
   // bucket near log log n, so inserts do not fail long before the pool is full (first-fit
   // did, at a third of the slots).
-  const uint32_t b[2] = {h & bucket_mask_, alt_bucket(h) & bucket_mask_};
+  const uint32_t b[2] = {bucket_of(h), bucket_of(alt_bucket(h))};
   const uint32_t free0 = free_lanes(buckets_[b[0]]);
   const uint32_t free1 = free_lanes(buckets_[b[1]]);
   const uint32_t k = __builtin_popcount(free1) > __builtin_popcount(free0) ? 1 : 0;
@@ -193,8 +176,8 @@ bool FlowTable::link(uint32_t h, uint32_t ref) {
     Bucket& bk = buckets_[b[k2]];
     for (uint32_t j = 0; j < kBucketEntries; ++j) {
       const uint32_t sig = bk.sig[j];
-      const uint32_t primary = sig & bucket_mask_;
-      const uint32_t other = primary == b[k2] ? alt_bucket(sig) & bucket_mask_ : primary;
+      const uint32_t primary = bucket_of(sig);
+      const uint32_t other = primary == b[k2] ? bucket_of(alt_bucket(sig)) : primary;
       if (other == b[k2]) continue;
       Bucket& ob = buckets_[other];
       const uint32_t fr = free_lanes(ob);
@@ -211,7 +194,7 @@ bool FlowTable::link(uint32_t h, uint32_t ref) {
 }
 
 void FlowTable::unlink(uint32_t h, uint32_t ref) {
-  const uint32_t b[2] = {h & bucket_mask_, alt_bucket(h) & bucket_mask_};
+  const uint32_t b[2] = {bucket_of(h), bucket_of(alt_bucket(h))};
   for (uint32_t k = 0; k < 2; ++k) {
     Bucket& bk = buckets_[b[k]];
     if (const uint32_t at = lanes_equal(bk.ref, ref)) {
@@ -242,12 +225,13 @@ Flow* FlowTable::insert(const Tuple& orig, const FlowTarget& to, uint32_t now_ms
 
 Flow* FlowTable::insert_once(const Tuple& orig, const FlowTarget& to, uint32_t now_ms,
                              bool retry) {
-  if (free_top_ == 0 && !evict_one()) {
+  if (free_head_ == kEmpty && !evict_one()) {
     ++stats_.insert_failed;
     return nullptr;
   }
-  const uint32_t idx = free_[free_top_ - 1];
+  const uint32_t idx = free_head_;
   Flow& f = flows_[idx];
+  const uint32_t next_free = f.expire_ms;
   f.client = orig.src;
   f.backend = to.backend;
   f.client_port = orig.sport;
@@ -272,11 +256,12 @@ Flow* FlowTable::insert_once(const Tuple& orig, const FlowTarget& to, uint32_t n
   if (!ok) {
     // The index is crowded where this key falls: make room once and retry once.
     f.proto = 0;
+    f.expire_ms = next_free;  // still the head of the free list
     if (retry && evict_one()) return insert_once(orig, to, now_ms, false);
     ++stats_.insert_failed;
     return nullptr;
   }
-  --free_top_;
+  free_head_ = next_free;
   ++active_;
   // A TCP flow first seen mid-stream (not a SYN) is taken as established (a restarted gateway
   // or an ECMP change must not break it); touch() refines the state from the flags.
@@ -286,7 +271,6 @@ Flow* FlowTable::insert_once(const Tuple& orig, const FlowTarget& to, uint32_t n
     push_embryo(idx);  // until a reply is seen
   }
   f.expire_ms = now_ms + timeout_ms(f);
-  wheel_insert(idx);
   return &f;
 }
 
@@ -296,10 +280,10 @@ void FlowTable::remove(Flow* f) {
   if (f->mode != Mode::kDsrIpip && f->mode != Mode::kDsrGue) {
     unlink(hash(reply_tuple(*f)), idx << 1 | 1);
   }
-  wheel_unlink(idx);
   set_state(f, TcpState::kNone);
   f->proto = 0;
-  free_[free_top_++] = idx;
+  f->expire_ms = free_head_;
+  free_head_ = idx;
   --active_;
 }
 
@@ -363,83 +347,38 @@ void FlowTable::touch_slow(Flow* f, FlowDir dir, uint8_t flags, uint32_t now_ms)
     }
     if (s != f->state) set_state(f, s);
   }
-  const uint32_t old_expire = f->expire_ms;
   f->expire_ms = now_ms + timeout_ms(*f);
-  // A shorter timeout than before (TIME_WAIT, a reset) may leave the flow filed for a later
-  // tick: file it again. The common case, an extension, touches only the entry.
-  if (MG_UNLIKELY(int32_t(f->expire_ms - old_expire) < 0)) {
-    const uint32_t idx = index_of(f);
-    if (wheel_slot_[idx] != kNoSlot && wheel_slot_[idx] != kWheelSlots &&
-        int32_t(tick_of(f->expire_ms) - wheel_filed_[idx]) < 0) {
-      wheel_unlink(idx);
-      wheel_insert(idx);
-    }
-  }
 }
 
-// ---- timer wheel --------------------------------------------------------------------------
-
-void FlowTable::wheel_insert(uint32_t idx) {
-  uint32_t tick = tick_of(flows_[idx].expire_ms);
-  // A flow due in a tick the wheel has reached (its expiry falls later in that tick) goes to
-  // the next tick, not a round later.
-  if (wheel_started_ && int32_t(tick - wheel_tick_) <= 0) tick = wheel_tick_ + 1;
-  const uint32_t slot = tick & (kWheelSlots - 1);
-  wheel_slot_[idx] = uint16_t(slot);
-  wheel_filed_[idx] = tick;
-  wheel_prev_[idx] = kEmpty;
-  wheel_next_[idx] = wheel_head_[slot];
-  if (wheel_head_[slot] != kEmpty) wheel_prev_[wheel_head_[slot]] = idx;
-  wheel_head_[slot] = idx;
-}
-
-void FlowTable::wheel_unlink(uint32_t idx) {
-  const uint32_t slot = wheel_slot_[idx];
-  if (slot == kNoSlot) return;
-  const uint32_t prev = wheel_prev_[idx], next = wheel_next_[idx];
-  if (prev != kEmpty) wheel_next_[prev] = next;
-  else wheel_head_[slot] = next;
-  if (next != kEmpty) wheel_prev_[next] = prev;
-  wheel_slot_[idx] = kNoSlot;
-}
+// ---- aging -------------------------------------------------------------------------------
 
 uint32_t FlowTable::advance(uint32_t now_ms) {
-  const uint32_t now_tick = tick_of(now_ms);
-  if (!wheel_started_) {
-    wheel_tick_ = now_tick - 1;
-    wheel_started_ = true;
+  if (!sweep_started_) {
+    sweep_started_ = true;
+    sweep_last_ms_ = now_ms;
+    return 0;
   }
-  uint32_t budget = kWheelBudget, reclaimed = 0;
-  constexpr uint32_t kWork = kWheelSlots;  // the list of the slot being processed
-  // After a jump of more than a round (a replay gap), one round visits every slot.
-  if (wheel_head_[kWork] == kEmpty && int32_t(now_tick - wheel_tick_) > int32_t(kWheelSlots)) {
-    wheel_tick_ = now_tick - kWheelSlots;
+  const uint32_t elapsed = now_ms - sweep_last_ms_;
+  if (elapsed == 0 || elapsed > 0x7fffffffu) return 0;  // the same millisecond, or backwards
+  sweep_last_ms_ = now_ms;
+  // max_flows_ entries per period: credit in entries x period, spent in whole entries; a jump
+  // of a period or more sweeps the whole table once.
+  sweep_credit_ += uint64_t(max_flows_) * elapsed;
+  uint64_t n = sweep_credit_ / sweep_period_ms_;
+  if (n >= max_flows_) {
+    n = max_flows_;
+    sweep_credit_ = 0;
+  } else {
+    sweep_credit_ -= n * sweep_period_ms_;
   }
-  while (budget) {
-    if (wheel_head_[kWork] == kEmpty) {
-      if (int32_t(now_tick - wheel_tick_) <= 0) break;
-      --budget;  // an empty tick costs too: bounds the loop after a clock jump
-      // Take the next tick's slot as the work list; flows re-filed into the same slot while it
-      // is processed land in the (new, empty) slot list, not in the work list.
-      ++wheel_tick_;
-      const uint32_t slot = wheel_tick_ & (kWheelSlots - 1);
-      const uint32_t head = wheel_head_[slot];
-      wheel_head_[slot] = kEmpty;
-      wheel_head_[kWork] = head;
-      for (uint32_t i = head; i != kEmpty; i = wheel_next_[i]) wheel_slot_[i] = uint16_t(kWork);
-      continue;
-    }
-    const uint32_t idx = wheel_head_[kWork];
-    wheel_unlink(idx);
-    --budget;
-    Flow& f = flows_[idx];
-    if (int32_t(f.expire_ms - now_ms) <= 0) {
-      // remove() unlinks from the wheel again: a no-op for an unlinked flow.
+  uint32_t reclaimed = 0;
+  for (; n; --n) {
+    Flow& f = flows_[sweep_cursor_];
+    if (++sweep_cursor_ == max_flows_) sweep_cursor_ = 0;
+    if (f.proto != 0 && int32_t(f.expire_ms - now_ms) <= 0) {
       remove(&f);
       ++stats_.expired;
       ++reclaimed;
-    } else {
-      wheel_insert(idx);  // refreshed since it was filed: file it under its new expiry
     }
   }
   return reclaimed;

@@ -5,11 +5,15 @@
 // backend endpoints in full (16-byte addresses, IPv4 mapped) and the VIP and fullnat source
 // address as AddrTable ids: storing all four addresses would take 72 bytes for IPv6.
 // Index: buckets of 8 (signature, reference) pairs, 64 bytes each, two candidate buckets per key
-// (less loaded first, one cuckoo step). A flow has one reference per direction it can be seen in:
-// original (client -> VIP) and, except for DSR, reply (backend -> client or fullnat source).
-// Aging: a timer wheel of 1.024 s ticks over doubly-linked lists kept beside the entries; a
-// refresh that extends the expiry only moves the expiry (the wheel re-files the flow when its
-// old slot comes round), one that shortens it (TIME_WAIT, a reset) re-files it at once.
+// (less loaded first, one cuckoo step), sized for 3/4 fill at capacity (any bucket count: keys
+// map to buckets by multiply-shift, not by a power-of-two mask). A flow has one reference per
+// direction it can be seen in: original (client -> VIP) and, except for DSR, reply (backend ->
+// client or fullnat source).
+// Aging: an incremental sweep over the entries (advance()): the whole table once per sweep
+// period (1.024 s, longer for tables over 256k flows: at most 256 entries per millisecond), so
+// a flow is reclaimed at most a period after it expires; lookups reclaim expired flows they
+// meet at once. No per-flow links: a refresh only writes the expiry.
+// Free entries are a list threaded through the entries themselves.
 #pragma once
 
 #include <cstddef>
@@ -61,7 +65,8 @@ struct Flow {
   uint32_t vip_id = 0;        // AddrTable id of the VIP
   uint32_t local_id = 0;      // AddrTable id of the fullnat source address; 0 = none
   uint32_t stat_id = 0;       // backend counter slot
-  uint32_t expire_ms = 0;     // worker clock; compared by signed difference (wraps in 49 days)
+  uint32_t expire_ms = 0;     // worker clock, compared by signed difference (wraps in 49 days);
+                              // in a free entry: the next free entry
   uint32_t created_ms = 0;    // worker clock, for the age in dumps
   uint8_t proto = 0;          // 0 = free slot
   TcpState state = TcpState::kNone;
@@ -105,7 +110,7 @@ struct FlowTarget {
 };
 
 struct FlowTableStats {
-  uint64_t expired = 0;   // reclaimed by timeout (wheel or lookup)
+  uint64_t expired = 0;   // reclaimed by timeout (sweep or lookup)
   uint64_t evicted = 0;   // not-yet-established flows reclaimed to make room
   uint64_t insert_failed = 0;
 };
@@ -114,10 +119,10 @@ class FlowTable {
  public:
   static constexpr uint32_t kBucketEntries = 8;
   static constexpr uint32_t kEmpty = 0xffffffffu;
-  static constexpr uint32_t kWheelSlots = 4096;  // 4096 ticks of 1.024 s: 70 minutes a round
-  static constexpr uint32_t kTickShift = 10;     // ms >> 10
-  // Flows the wheel examines per advance() call: bounds the time taken from packet work.
-  static constexpr uint32_t kWheelBudget = 1024;
+  // The sweep covers the table once per period: kSweepMinPeriodMs, or longer so that it
+  // examines at most kSweepPerMs entries per millisecond.
+  static constexpr uint32_t kSweepMinPeriodMs = 1024;
+  static constexpr uint32_t kSweepPerMs = 256;
   // Candidates examined to find a not-yet-established flow to evict when full.
   static constexpr uint32_t kEvictTries = 16;
 
@@ -147,7 +152,7 @@ class FlowTable {
     uint32_t b[2];
   };
   BucketPair buckets_of(uint32_t h) const {
-    return BucketPair{{h & bucket_mask_, alt_hash(h) & bucket_mask_}};
+    return BucketPair{{bucket_of(h), bucket_of(alt_hash(h))}};
   }
   void prefetch_buckets(uint32_t h) const { prefetch_buckets(buckets_of(h)); }
   void prefetch_flows(uint32_t h) const { prefetch_flows(h, buckets_of(h)); }
@@ -191,7 +196,7 @@ class FlowTable {
                                 FlowDir* dir) {
     return find<true>(t, h, bp, now_ms, dir);
   }
-  // The same without side effects: an expired flow is left for lookup() (or the wheel) to
+  // The same without side effects: an expired flow is left for lookup() (or the sweep) to
   // reclaim and reported as absent. For a caller that may still hand the packet to lookup().
   MG_ALWAYS_INLINE Flow* peek(const Tuple& t, uint32_t h, const BucketPair& bp, uint32_t now_ms,
                               FlowDir* dir) {
@@ -227,7 +232,7 @@ class FlowTable {
   // and refreshes the expiry.
   MG_ALWAYS_INLINE void touch(Flow* f, FlowDir dir, uint8_t tcp_flags, uint32_t now_ms) {
     // Most segments are data or ACKs of an established connection: nothing but the expiry
-    // moves (further out: the clock only goes forward), so the wheel need not hear of it.
+    // moves (further out: the clock only goes forward), and nothing else needs to hear of it.
     if (MG_LIKELY(f->state == TcpState::kEstablished &&
                   !(tcp_flags & (kTcpSyn | kTcpFin | kTcpRst)) &&
                   (dir == FlowDir::kOriginal || (f->flags & kFlowSeenReply)))) {
@@ -242,9 +247,10 @@ class FlowTable {
     f->expire_ms = now_ms + timeouts_.tcp_established_ms;
   }
 
-  // Runs the timer wheel up to `now_ms`, reclaiming expired flows (at most kWheelBudget
-  // examined). Returns the number reclaimed.
+  // Sweeps as many entries as the time since the last call asks for (all of them after a
+  // jump of a period or more), reclaiming the expired ones. Returns the number reclaimed.
   uint32_t advance(uint32_t now_ms);
+  uint32_t sweep_period_ms() const { return sweep_period_ms_; }
 
   // True when a flow is seen with this reply tuple (fullnat source-port choice).
   bool reply_in_use(const Tuple& reply, uint32_t h) const;
@@ -266,6 +272,8 @@ class FlowTable {
  private:
   uint32_t timeout_ms(const Flow& f) const;
   bool embryonic(const Flow& f) const;
+  // A 32-bit key's bucket: multiply-shift onto [0, n_buckets_) (Lemire's fastrange).
+  uint32_t bucket_of(uint32_t x) const { return uint32_t((uint64_t(x) * n_buckets_) >> 32); }
   bool link(uint32_t h, uint32_t ref);
   void unlink(uint32_t h, uint32_t ref);
   void touch_slow(Flow* f, FlowDir dir, uint8_t tcp_flags, uint32_t now_ms);
@@ -356,15 +364,13 @@ class FlowTable {
     return f.client_port == dport && is_mapped(f.client, dst);
   }
   void set_state(Flow* f, TcpState s);
-  void wheel_insert(uint32_t idx);
-  void wheel_unlink(uint32_t idx);
 
   TableMemory mem_;  // every array below, in one allocation
   Flow* flows_ = nullptr;
-  uint32_t* free_ = nullptr;  // stack of free pool indices
-  uint32_t free_top_ = 0;
+  // Free entries (proto 0): a stack threaded through their expire_ms fields, kEmpty-terminated.
+  uint32_t free_head_ = kEmpty;
   Bucket* buckets_ = nullptr;
-  uint32_t bucket_mask_ = 0;
+  uint32_t n_buckets_ = 0;
   uint32_t max_flows_ = 0;
   uint32_t active_ = 0;
   uint32_t established_ = 0;
@@ -372,15 +378,13 @@ class FlowTable {
   ConntrackTimeouts timeouts_;
   FlowTableStats stats_;
 
-  // Timer wheel: slot heads (slot kWheelSlots holds the list being processed), and per flow
-  // next/prev links and its slot.
-  uint32_t* wheel_head_ = nullptr;
-  uint32_t* wheel_next_ = nullptr;
-  uint32_t* wheel_prev_ = nullptr;
-  uint16_t* wheel_slot_ = nullptr;
-  uint32_t* wheel_filed_ = nullptr;  // the absolute tick each flow is filed under
-  uint32_t wheel_tick_ = 0;  // last tick fully processed
-  bool wheel_started_ = false;
+  // Sweep: the next entry to examine, the clock of the last advance(), and the entries owed
+  // (times the period) for the time since.
+  uint32_t sweep_cursor_ = 0;
+  uint32_t sweep_last_ms_ = 0;
+  uint64_t sweep_credit_ = 0;
+  uint32_t sweep_period_ms_ = kSweepMinPeriodMs;
+  bool sweep_started_ = false;
 
   // Recently created not-yet-established flows, oldest first: eviction candidates.
   uint32_t* embryo_ = nullptr;

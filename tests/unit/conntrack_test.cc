@@ -1,4 +1,4 @@
-// Flow table: capacity, both-direction lookup, removal, timer-wheel expiry, eviction of
+// Flow table: capacity, both-direction lookup, removal, expiry by the sweep, eviction of
 // not-yet-established flows when full, and the TCP state machine.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -257,7 +257,7 @@ TEST_F(FlowTableTest, peek_v4_finds_what_peek_finds_from_the_wire_fields) {
   EXPECT_GE(found, 1750);  // every inserted key (1000 originals, 750 replies), few near misses
 }
 
-TEST_F(FlowTableTest, the_timer_wheel_reclaims_idle_flows_without_lookups_and_keeps_refreshed_ones) {
+TEST_F(FlowTableTest, the_sweep_reclaims_idle_flows_without_lookups_and_keeps_refreshed_ones) {
   ConntrackTimeouts to;
   to.udp_ms = 10'000;
   ASSERT_TRUE(init(4096, to));
@@ -274,9 +274,9 @@ TEST_F(FlowTableTest, the_timer_wheel_reclaims_idle_flows_without_lookups_and_ke
   EXPECT_EQ(table_.stats().expired, 3000u);
 }
 
-TEST_F(FlowTableTest, flows_longer_than_a_wheel_round_expire_on_time) {
+TEST_F(FlowTableTest, flows_with_hour_long_timeouts_expire_on_time) {
   ConntrackTimeouts to;
-  to.tcp_established_ms = 7'200'000;  // 2 h: longer than the 70-minute round
+  to.tcp_established_ms = 7'200'000;  // 2 h
   ASSERT_TRUE(init(64, to));
   table_.advance(0);
   Flow* f = table_.insert(client(1), dnat(), 0);  // mid-stream: established
@@ -285,6 +285,80 @@ TEST_F(FlowTableTest, flows_longer_than_a_wheel_round_expire_on_time) {
   uint32_t reclaimed = 0;
   for (uint32_t t = 7'190'000; t <= 7'210'000; t += 500) reclaimed += table_.advance(t);
   EXPECT_EQ(reclaimed, 1u);
+}
+
+// The sweep covers the table once per period, in proportion to the time that passes: an
+// expired flow is reclaimed within a period of its expiry, never before it, and the work per
+// millisecond is bounded (at most kSweepPerMs entries: a longer period for big tables).
+TEST_F(FlowTableTest, the_sweep_reclaims_each_flow_within_a_period_of_its_expiry_and_never_early) {
+  ConntrackTimeouts to;
+  to.udp_ms = 5'000;
+  ASSERT_TRUE(init(4096, to));
+  const uint32_t period = table_.sweep_period_ms();
+  EXPECT_EQ(period, FlowTable::kSweepMinPeriodMs);
+  table_.advance(0);
+  // Flow i is created at i ms: due at 5000 + i.
+  for (uint32_t i = 0; i < 2000; ++i) {
+    ASSERT_NE(table_.insert(client(i, kProtoUdp), dnat(), i), nullptr);
+    table_.advance(i);
+  }
+  EXPECT_EQ(table_.stats().expired, 0u);
+  for (uint32_t t = 2000; t <= 5000 + 2000 + period; ++t) {
+    const uint64_t before = table_.stats().expired;
+    table_.advance(t);
+    // Never early: every flow due after t is still there.
+    for (uint32_t i = t >= 5000 ? t - 4999 : 0; i < 2000; i += 97) {
+      ASSERT_NE(find(client(i, kProtoUdp), std::min<uint32_t>(t, 4999 + i)), nullptr) << t << " " << i;
+    }
+    // Within a period: every flow due a period ago or more is gone.
+    if (t >= 5000 + period) {
+      const uint32_t gone = std::min<uint32_t>(2000, t - 5000 - period + 1);
+      ASSERT_GE(table_.stats().expired, gone) << t;
+    }
+    // Bounded work: a millisecond sweeps 4096 / period entries (4), so reclaims at most that.
+    ASSERT_LE(table_.stats().expired - before, 4096u / period + 1) << t;
+  }
+  EXPECT_EQ(table_.active(), 0u);
+  EXPECT_EQ(table_.stats().expired, 2000u);
+  // A big table sweeps at most kSweepPerMs entries a millisecond.
+  table_.destroy();
+  ASSERT_TRUE(init(1u << 20, to));
+  EXPECT_EQ(table_.sweep_period_ms(), (1u << 20) / FlowTable::kSweepPerMs);
+}
+
+// What a flow costs: the entry (64), its share of the index (two 8-byte references at 3/4
+// fill, any bucket count: 21.3) and of the eviction ring (4 B, up to 8 with the ring's
+// power-of-two size); no per-flow timer links or free-list array (118 B per flow before).
+TEST_F(FlowTableTest, a_flow_costs_at_most_94_bytes_of_table_at_capacity) {
+  for (uint32_t cap : {1u << 14, 100'000u, 1u << 20, 3'000'000u}) {
+    const double per_flow = double(FlowTable::memory_bytes(cap)) / cap;
+    EXPECT_LE(per_flow, 64.0 + 2 * 8 * 4 / 3.0 + 8 + 0.1) << cap;
+    if ((cap & (cap - 1)) == 0) {
+      EXPECT_LT(per_flow, 89.5) << cap;
+    }
+    EXPECT_GT(per_flow, 64.0 + 2 * 8 * 4 / 3.0) << cap;  // entry and index at least
+  }
+}
+
+// Free entries are handed out lowest index first after init (deterministic replays, readable
+// dumps) and the last freed first after that.
+TEST_F(FlowTableTest, free_entries_are_reused_lowest_first_then_last_freed_first) {
+  ASSERT_TRUE(init(64));
+  std::vector<Flow*> f;
+  for (uint32_t i = 0; i < 5; ++i) {
+    f.push_back(table_.insert(client(i), dnat(), 0));
+    ASSERT_NE(f.back(), nullptr);
+    EXPECT_EQ(table_.index_of(f.back()), i);
+  }
+  table_.remove(f[1]);
+  table_.remove(f[3]);
+  EXPECT_EQ(table_.index_of(table_.insert(client(10), dnat(), 0)), 3u);
+  EXPECT_EQ(table_.index_of(table_.insert(client(11), dnat(), 0)), 1u);
+  EXPECT_EQ(table_.index_of(table_.insert(client(12), dnat(), 0)), 5u);
+  EXPECT_EQ(table_.active(), 6u);
+  EXPECT_NE(find(client(0), 0), nullptr);
+  EXPECT_EQ(find(client(1), 0), nullptr);
+  EXPECT_NE(find(client(11), 0), nullptr);
 }
 
 TEST_F(FlowTableTest, a_full_table_evicts_half_open_flows_first_and_never_established_ones) {
@@ -393,7 +467,7 @@ TEST_F(FlowTableTest, timeouts_follow_the_state) {
 namespace meshgate::dp {
 namespace {
 
-TEST_F(FlowTableTest, a_timeout_that_gets_shorter_is_honoured_by_the_wheel) {
+TEST_F(FlowTableTest, a_timeout_that_gets_shorter_is_honoured_by_the_sweep) {
   ConntrackTimeouts to;
   to.tcp_established_ms = 100'000;
   to.tcp_close_ms = 2'000;

@@ -769,7 +769,7 @@ TEST(Lifecycle, tcp_flow_states_and_expiry_follow_the_capture_clock) {
   EXPECT_EQ(h.worker().flows().active(), 1u);
   h.tick(kT0 + 54 * s);
   EXPECT_EQ(h.worker().flows().active(), 1u);
-  h.tick(kT0 + 57 * s);  // the wheel's 1.024 s ticks: at most one late
+  h.tick(kT0 + 57 * s);  // the sweep's 1.024 s period: at most that late
   EXPECT_EQ(h.worker().flows().active(), 0u);
   EXPECT_EQ(h.counters().flows_expired, 1u);
   // A late packet of the closed connection is a new flow now (mid-stream pickup).
