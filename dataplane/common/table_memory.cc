@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace meshgate::dp {
@@ -61,24 +62,31 @@ void table_free(TableMemory* m) {
   *m = TableMemory{};
 }
 
-size_t table_thp_bytes(const TableMemory& m) {
-  if (!m.mapped) return 0;
+std::string smaps_block(const void* p) {
   FILE* f = std::fopen("/proc/self/smaps", "r");
-  if (!f) return 0;
-  char line[256];
+  if (!f) return "";
+  char line[512];
+  std::string block;
   bool in = false;
-  size_t kb = 0;
   while (std::fgets(line, sizeof line, f)) {
+    // A mapping's header starts "lo-hi perms"; its fields start with a name and a colon.
     unsigned long lo, hi;
-    if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && std::strchr(line, '-') < std::strchr(line, ' ')) {
-      in = lo <= uintptr_t(m.p) && uintptr_t(m.p) < hi;
-      continue;
+    char c;
+    if (std::sscanf(line, "%lx-%lx%c", &lo, &hi, &c) == 3 && c == ' ') {
+      if (in) break;
+      in = lo <= uintptr_t(p) && uintptr_t(p) < hi;
     }
-    size_t v;
-    if (in && std::sscanf(line, "AnonHugePages: %zu kB", &v) == 1) kb += v;
+    if (in) block += line;
   }
   std::fclose(f);
-  return kb << 10;
+  return block;
+}
+
+size_t table_thp_bytes(const TableMemory& m) {
+  if (!m.mapped) return 0;
+  const std::string block = smaps_block(m.p);
+  const size_t at = block.find("\nAnonHugePages:");
+  return at == std::string::npos ? 0 : size_t(std::strtoull(block.c_str() + at + 15, nullptr, 10)) << 10;
 }
 
 }  // namespace meshgate::dp

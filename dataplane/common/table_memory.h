@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 namespace meshgate::dp {
 
@@ -26,5 +27,8 @@ void table_free(TableMemory* m);
 // Bytes of the mapping backed by transparent huge pages (from /proc/self/smaps; 0 for heap
 // memory or when unknown).
 size_t table_thp_bytes(const TableMemory& m);
+// The /proc/self/smaps block (header line and fields) of the mapping that holds `p`; "" when
+// none does. (The kernel may merge a table's mapping with a neighbour of the same flags.)
+std::string smaps_block(const void* p);
 
 }  // namespace meshgate::dp

@@ -42,10 +42,6 @@ uint32_t embryo_count(uint32_t max_flows) {
 
 uint32_t alt_bucket(uint32_t h) { return FlowTable::alt_hash(h); }
 
-}  // namespace
-
-namespace {
-
 // The table's arrays in one allocation, each 64-byte aligned: [offset, bytes) per array.
 struct Layout {
   size_t flows, buckets, embryo, total;

@@ -136,7 +136,7 @@ class FlowTable {
   // The allocation (transparent huge pages without the EAL's hugepages: table_memory.h).
   const TableMemory& memory() const { return mem_; }
 
-  // Control thread, before the worker starts: memory from rte_malloc on `socket`.
+  // Control thread, before the worker starts: one table_alloc on `socket` (table_memory.h).
   bool init(uint32_t max_flows, int socket, const ConntrackTimeouts& t, const AddrTable* addrs);
   void destroy();
 

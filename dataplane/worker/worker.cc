@@ -324,18 +324,15 @@ uint32_t Worker::rx_port(uint16_t pi) {
 }
 
 void Worker::release_held() {
-  // A burst is only held while a snapshot is published, and one is never withdrawn.
+  // A burst is only held while a snapshot is published, and one is never withdrawn; and only
+  // by workers without the TCP stack (init()), so no proxy state needs preparing here.
   snap_ = p_.snapshot->load();
   if (!snap_) return;
-  const bool draining = draining_.load(std::memory_order_relaxed);
   for (uint16_t pi = 0; pi < p_.ports.size() && pi < kMaxPorts; ++pi) {
     Prepared& held = held_[pi][held_cur_[pi]];
     if (!held.n) continue;
-    if (proxy_) proxy_->begin(snap_, now_ns_, draining);
-    if (hbone_) hbone_->begin(snap_, now_ns_, draining);
     held_packets_ -= held.n;
     process_prepared(pi, held);
-    if (proxy_) send_generated();
     held.n = 0;
   }
   snap_ = nullptr;

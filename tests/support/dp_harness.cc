@@ -296,11 +296,15 @@ std::vector<pkt::Bytes> DataplaneHarness::send(const std::vector<pkt::Bytes>& fr
 }
 
 std::vector<pkt::Bytes> DataplaneHarness::poll_each_once(uint64_t ts_ns) {
+  poll_round(ts_ns);
+  return collect();
+}
+
+void DataplaneHarness::poll_round(uint64_t ts_ns) {
   for (auto& w : workers_) {
     w->advance_clock(ts_ns);
     w->poll_once();
   }
-  return collect();
 }
 
 std::vector<pkt::Bytes> DataplaneHarness::send_to_queue(const std::vector<pkt::Bytes>& frames,
@@ -322,12 +326,7 @@ std::vector<pkt::Bytes> DataplaneHarness::send_to_queue(const std::vector<pkt::B
 
 void DataplaneHarness::poll_all(uint64_t ts_ns) {
   // Enough rounds for a packet to visit every worker through the handoff rings.
-  for (size_t round = 0; round <= workers_.size(); ++round) {
-    for (auto& w : workers_) {
-      w->advance_clock(ts_ns);
-      w->poll_once();
-    }
-  }
+  for (size_t round = 0; round <= workers_.size(); ++round) poll_round(ts_ns);
 }
 
 std::vector<pkt::Bytes> DataplaneHarness::tick(uint64_t ts_ns) {

@@ -90,6 +90,7 @@ class DataplaneHarness {
  private:
   std::vector<pkt::Bytes> collect();
   void poll_all(uint64_t ts_ns);
+  void poll_round(uint64_t ts_ns);  // one poll_once of every worker
 
   HarnessOptions opt_;
   ctl::Config cfg_;

@@ -5,9 +5,7 @@
 #include <rte_eal.h>
 
 #include <cstring>
-#include <fstream>
 #include <random>
-#include <sstream>
 #include <string>
 
 #include "dataplane/conntrack/conntrack.h"
@@ -56,25 +54,6 @@ class FlowTableTest : public ::testing::Test {
 
 TEST_F(FlowTableTest, flow_entries_are_one_cache_line) { EXPECT_EQ(sizeof(Flow), 64u); }
 
-// The smaps block of the mapping that starts at `p` ("" when none does).
-std::string smaps_of(const void* p) {
-  std::ifstream in("/proc/self/smaps");
-  std::string line, block;
-  bool in_block = false;
-  char want[32];
-  std::snprintf(want, sizeof want, "%lx-", reinterpret_cast<unsigned long>(p));
-  while (std::getline(in, line)) {
-    const bool header = line.find('-') != std::string::npos && line.find(' ') > line.find('-') &&
-                        line.find(':') > line.find(' ');
-    if (header) {
-      if (in_block) break;
-      in_block = line.rfind(want, 0) == 0;
-    }
-    if (in_block) block += line + "\n";
-  }
-  return block;
-}
-
 // The tests' EAL runs without hugepages: the table is then its own anonymous mapping, on a
 // 2 MiB boundary and a whole number of 2 MiB pages, advised for transparent huge pages (the
 // "hg" flag), so that the kernel can back a random-access index with huge pages.
@@ -87,7 +66,7 @@ TEST_F(FlowTableTest, without_hugepages_the_table_is_a_2mib_aligned_mapping_advi
   EXPECT_EQ(reinterpret_cast<uintptr_t>(m.p) % (2u << 20), 0u);
   EXPECT_EQ(m.mapped % (2u << 20), 0u);
   EXPECT_GE(m.mapped, m.bytes);
-  const std::string block = smaps_of(m.p);
+  const std::string block = smaps_block(m.p);
   ASSERT_FALSE(block.empty());
   const size_t flags = block.find("VmFlags:");
   ASSERT_NE(flags, std::string::npos);
@@ -102,7 +81,7 @@ TEST_F(FlowTableTest, without_hugepages_the_table_is_a_2mib_aligned_mapping_advi
   EXPECT_EQ(table_.active(), 1u << 16);
   table_.destroy();
   EXPECT_EQ(table_.memory().p, nullptr);
-  EXPECT_TRUE(smaps_of(m.p).empty());  // unmapped
+  EXPECT_TRUE(smaps_block(m.p).empty());  // unmapped
 }
 
 TEST_F(FlowTableTest, every_insert_succeeds_until_the_pool_is_full_and_all_flows_are_found) {

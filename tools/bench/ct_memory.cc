@@ -6,9 +6,9 @@
 // hugepages its own anonymous mapping, advised for transparent huge pages; with them the DPDK
 // heap), measures what the allocation really took (the DPDK heap before and after plus the
 // mapping's length: allocator overhead and rounding included) and how much of it the kernel
-// backs with transparent huge pages, then fills it with distinct IPv4 dnat flows until an insert fails and with IPv6
-// flows in a fresh table, to show that the capacity is reachable and that a flow costs the same
-// in both families. Prints one JSON object on stdout, with the TSC rate.
+// backs with transparent huge pages, then fills it with distinct IPv4 dnat flows until an
+// insert fails and with IPv6 flows in a fresh table, to show that the capacity is reachable
+// and that a flow costs the same in both families. Prints one JSON object on stdout, with the TSC rate.
 #include <rte_cycles.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
