@@ -27,27 +27,29 @@ const char* tcp_state_name(TcpState s) {
 
 namespace {
 
-uint32_t bucket_count(uint32_t max_flows) {
+uint32_t bucket_count(uint32_t slots) {
   // Two references per flow, buckets of 8, at most 3/4 full at capacity (the two choices and
   // the cuckoo step fill every slot of the pool at that: FlowTableTest, ct_memory).
-  return uint32_t((uint64_t(max_flows) * 2 * 4 / 3 + FlowTable::kBucketEntries - 1) /
+  return uint32_t((uint64_t(slots) * 2 * 4 / 3 + FlowTable::kBucketEntries - 1) /
                   FlowTable::kBucketEntries) + 1;
 }
 
-uint32_t embryo_count(uint32_t max_flows) {
+uint32_t embryo_count(uint32_t slots) {
   uint32_t n = 1;
-  while (n < max_flows) n <<= 1;
+  while (n < slots / 2) n <<= 1;
   return n;
 }
 
 uint32_t alt_bucket(uint32_t h) { return FlowTable::alt_hash(h); }
 
+bool is_dsr(Mode m) { return m == Mode::kDsrIpip || m == Mode::kDsrGue; }
+
 // The table's arrays in one allocation, each 64-byte aligned: [offset, bytes) per array.
 struct Layout {
-  size_t flows, buckets, embryo, total;
+  size_t flows, created, buckets, embryo, total;
 };
 
-Layout layout_of(uint32_t max_flows) {
+Layout layout_of(uint32_t slots) {
   Layout l{};
   size_t at = 0;
   auto take = [&at](size_t bytes) {
@@ -55,29 +57,33 @@ Layout layout_of(uint32_t max_flows) {
     at = (at + bytes + 63) & ~size_t(63);
     return off;
   };
-  l.flows = take(sizeof(Flow) * size_t(max_flows));
-  l.buckets = take(sizeof(FlowTable::Bucket) * size_t(bucket_count(max_flows)));
-  l.embryo = take(4ull * embryo_count(max_flows));
+  l.flows = take(sizeof(Flow) * size_t(slots));
+  l.created = take(4ull * slots);
+  l.buckets = take(sizeof(FlowTable::Bucket) * size_t(bucket_count(slots)));
+  l.embryo = take(4ull * embryo_count(slots));
   l.total = at;
   return l;
 }
 
 }  // namespace
 
-size_t FlowTable::memory_bytes(uint32_t max_flows) { return layout_of(max_flows).total; }
+size_t FlowTable::memory_bytes(uint32_t max_flows) {
+  return layout_of(slot_count(max_flows)).total;
+}
 
 bool FlowTable::init(uint32_t max_flows, int socket, const ConntrackTimeouts& t,
                      const AddrTable* addrs) {
-  max_flows_ = max_flows;
+  const uint32_t slots = slot_count(max_flows);
   timeouts_ = t;
   addrs_ = addrs;
-  const uint32_t nb = bucket_count(max_flows);
-  const uint32_t ne = embryo_count(max_flows);
-  const Layout l = layout_of(max_flows);
+  const uint32_t nb = bucket_count(slots);
+  const uint32_t ne = embryo_count(slots);
+  const Layout l = layout_of(slots);
   mem_ = table_alloc("mg_flow_table", l.total, socket);
   if (!mem_.p) return false;
   auto* base = static_cast<uint8_t*>(mem_.p);
   flows_ = reinterpret_cast<Flow*>(base + l.flows);
+  created_ = reinterpret_cast<uint32_t*>(base + l.created);
   buckets_ = reinterpret_cast<Bucket*>(base + l.buckets);
   embryo_ = reinterpret_cast<uint32_t*>(base + l.embryo);
   for (uint32_t i = 0; i < nb; ++i) {
@@ -87,10 +93,11 @@ bool FlowTable::init(uint32_t max_flows, int socket, const ConntrackTimeouts& t,
     }
   }
   n_buckets_ = nb;
-  // Pop order = ascending indices: deterministic replays, readable dumps.
-  for (uint32_t i = 0; i < max_flows; ++i) flows_[i].expire_ms = i + 1 < max_flows ? i + 1 : kEmpty;
-  free_head_ = max_flows ? 0 : kEmpty;
-  sweep_period_ms_ = std::max(kSweepMinPeriodMs, (max_flows + kSweepPerMs - 1) / kSweepPerMs);
+  n_slots_ = slots;
+  // Every line free; pop order = ascending slots: deterministic replays, readable dumps.
+  free_pair_head_ = free_single_head_ = kEmpty;
+  for (uint32_t e = slots; e >= 2; e -= 2) push_pair(e - 2);
+  sweep_period_ms_ = std::max(kSweepMinPeriodMs, (slots + kSweepPerMs - 1) / kSweepPerMs);
   sweep_cursor_ = 0;
   sweep_credit_ = 0;
   sweep_started_ = false;
@@ -103,25 +110,83 @@ bool FlowTable::init(uint32_t max_flows, int socket, const ConntrackTimeouts& t,
 void FlowTable::destroy() {
   table_free(&mem_);
   flows_ = nullptr;
+  created_ = nullptr;
   buckets_ = nullptr;
   embryo_ = nullptr;
-  free_head_ = kEmpty;
+  n_slots_ = 0;
+  free_pair_head_ = free_single_head_ = kEmpty;
+}
+
+// ---- slots -------------------------------------------------------------------------------
+
+void FlowTable::push_pair(uint32_t even) {
+  flows_[even].proto = 0;
+  flows_[even + 1].proto = 0;
+  flows_[even].flags = 0;
+  flows_[even].expire_ms = free_pair_head_;
+  free_pair_head_ = even;
+}
+
+void FlowTable::push_single(uint32_t idx) {
+  Flow& f = flows_[idx];
+  f.proto = 0;
+  f.flags = 0;
+  f.expire_ms = free_single_head_;
+  f.client4 = kEmpty;
+  if (free_single_head_ != kEmpty) flows_[free_single_head_].client4 = idx;
+  free_single_head_ = idx;
+}
+
+void FlowTable::unlink_single(uint32_t idx) {
+  const uint32_t next = flows_[idx].expire_ms;
+  const uint32_t prev = flows_[idx].client4;
+  if (prev != kEmpty) flows_[prev].expire_ms = next;
+  else free_single_head_ = next;
+  if (next != kEmpty) flows_[next].client4 = prev;
+}
+
+uint32_t FlowTable::alloc_slots(bool pair) {
+  if (!pair && free_single_head_ != kEmpty) {
+    const uint32_t idx = free_single_head_;
+    unlink_single(idx);
+    return idx;
+  }
+  if (free_pair_head_ == kEmpty) return kEmpty;
+  const uint32_t even = free_pair_head_;
+  free_pair_head_ = flows_[even].expire_ms;
+  if (!pair) push_single(even + 1);
+  return even;
+}
+
+void FlowTable::free_slots(uint32_t idx, bool pair) {
+  if (pair) {
+    push_pair(idx);
+    return;
+  }
+  const uint32_t mate = idx ^ 1;
+  if (flows_[mate].proto == 0) {
+    // The line-mate is a free single (an IPv4 slot's mate is never half of an IPv6 flow).
+    unlink_single(mate);
+    push_pair(idx & ~1u);
+  } else {
+    push_single(idx);
+  }
 }
 
 Tuple FlowTable::original_tuple(const Flow& f) const {
-  return Tuple{f.client, vip(f), f.client_port, f.vip_port, f.proto};
+  return Tuple{f.client(), vip(f), f.client_port, f.vip_port, f.proto};
 }
 
 Tuple FlowTable::reply_tuple(const Flow& f) const {
   if (f.mode == Mode::kFullnat) {
-    return Tuple{f.backend, local(f), f.backend_port, f.local_port, f.proto};
+    return Tuple{f.backend(), local(f), f.backend_port, f.local_port, f.proto};
   }
-  return Tuple{f.backend, f.client, f.backend_port, f.client_port, f.proto};
+  return Tuple{f.backend(), f.client(), f.backend_port, f.client_port, f.proto};
 }
 
 bool FlowTable::embryonic(const Flow& f) const {
   if (f.proto == kProtoTcp) return f.state == TcpState::kSynSent || f.state == TcpState::kSynRecv;
-  return !(f.flags & kFlowSeenReply) && f.mode != Mode::kDsrIpip && f.mode != Mode::kDsrGue;
+  return !(f.flags & kFlowSeenReply) && !is_dsr(f.mode);
 }
 
 uint32_t FlowTable::timeout_ms(const Flow& f) const {
@@ -205,8 +270,9 @@ bool FlowTable::evict_one() {
   // established flow is never reclaimed for room.
   for (uint32_t tries = 0; tries < kEvictTries && embryo_head_ != embryo_tail_; ++tries) {
     const uint32_t idx = embryo_[embryo_head_++ & embryo_mask_];
+    if (!heads(idx)) continue;  // freed since (and maybe now the second half of a flow)
     Flow& f = flows_[idx];
-    if (f.proto != 0 && embryonic(f)) {
+    if (embryonic(f)) {
       remove(&f);
       ++stats_.evicted;
       return true;
@@ -221,28 +287,41 @@ Flow* FlowTable::insert(const Tuple& orig, const FlowTarget& to, uint32_t now_ms
 
 Flow* FlowTable::insert_once(const Tuple& orig, const FlowTarget& to, uint32_t now_ms,
                              bool retry) {
-  if (free_head_ == kEmpty && !evict_one()) {
+  // One slot when every address is IPv4 (the local address follows the backend's family).
+  const bool v6 = !(orig.src.is_v4() && orig.dst.is_v4() && to.backend.is_v4() &&
+                    (to.local_id == 0 || addrs_->at(to.local_id).is_v4()));
+  uint32_t idx = alloc_slots(v6);
+  // Full: evict a not-yet-established flow. An IPv6 flow needs a whole line, which an evicted
+  // IPv4 flow frees only when its line-mate is free too: a few tries.
+  for (uint32_t n = 0; idx == kEmpty && n < (v6 ? 4u : 1u) && evict_one(); ++n) {
+    idx = alloc_slots(v6);
+  }
+  if (idx == kEmpty) {
     ++stats_.insert_failed;
     return nullptr;
   }
-  const uint32_t idx = free_head_;
   Flow& f = flows_[idx];
-  const uint32_t next_free = f.expire_ms;
-  f.client = orig.src;
-  f.backend = to.backend;
+  if (v6) {
+    f.client4 = f.backend4 = 0;
+    f.vip_id = to.vip_id;
+    f.addrs6() = FlowAddrs6{orig.src, to.backend};
+  } else {
+    std::memcpy(&f.client4, orig.src.v4_ptr(), 4);
+    std::memcpy(&f.vip4, orig.dst.v4_ptr(), 4);
+    std::memcpy(&f.backend4, to.backend.v4_ptr(), 4);
+  }
   f.client_port = orig.sport;
   f.vip_port = orig.dport;
   f.backend_port = to.backend_port;
   f.local_port = to.local_port;
-  f.vip_id = to.vip_id;
   f.local_id = to.local_id;
   f.stat_id = to.stat_id;
-  f.created_ms = now_ms;
   f.proto = orig.proto;
   f.mode = to.mode;
-  f.flags = 0;
+  f.flags = v6 ? kFlowV6 : 0;
   f.state = TcpState::kNone;
-  const bool dsr = to.mode == Mode::kDsrIpip || to.mode == Mode::kDsrGue;
+  created_[idx] = now_ms;
+  const bool dsr = is_dsr(to.mode);
   const uint32_t h0 = hash(orig);
   bool ok = link(h0, idx << 1);
   if (ok && !dsr) {
@@ -251,13 +330,11 @@ Flow* FlowTable::insert_once(const Tuple& orig, const FlowTarget& to, uint32_t n
   }
   if (!ok) {
     // The index is crowded where this key falls: make room once and retry once.
-    f.proto = 0;
-    f.expire_ms = next_free;  // still the head of the free list
+    free_slots(idx, v6);
     if (retry && evict_one()) return insert_once(orig, to, now_ms, false);
     ++stats_.insert_failed;
     return nullptr;
   }
-  free_head_ = next_free;
   ++active_;
   // A TCP flow first seen mid-stream (not a SYN) is taken as established (a restarted gateway
   // or an ECMP change must not break it); touch() refines the state from the flags.
@@ -271,15 +348,12 @@ Flow* FlowTable::insert_once(const Tuple& orig, const FlowTarget& to, uint32_t n
 }
 
 void FlowTable::remove(Flow* f) {
-  const uint32_t idx = uint32_t(f - flows_);
+  const uint32_t idx = index_of(f);
+  const bool v6 = f->v6();
   unlink(hash(original_tuple(*f)), idx << 1);
-  if (f->mode != Mode::kDsrIpip && f->mode != Mode::kDsrGue) {
-    unlink(hash(reply_tuple(*f)), idx << 1 | 1);
-  }
+  if (!is_dsr(f->mode)) unlink(hash(reply_tuple(*f)), idx << 1 | 1);
   set_state(f, TcpState::kNone);
-  f->proto = 0;
-  f->expire_ms = free_head_;
-  free_head_ = idx;
+  free_slots(idx, v6);
   --active_;
 }
 
@@ -357,21 +431,23 @@ uint32_t FlowTable::advance(uint32_t now_ms) {
   const uint32_t elapsed = now_ms - sweep_last_ms_;
   if (elapsed == 0 || elapsed > 0x7fffffffu) return 0;  // the same millisecond, or backwards
   sweep_last_ms_ = now_ms;
-  // max_flows_ entries per period: credit in entries x period, spent in whole entries; a jump
-  // of a period or more sweeps the whole table once.
-  sweep_credit_ += uint64_t(max_flows_) * elapsed;
+  // Every slot once per period: credit in slots x period, spent in whole slots; a jump of a
+  // period or more sweeps the whole table once.
+  sweep_credit_ += uint64_t(n_slots_) * elapsed;
   uint64_t n = sweep_credit_ / sweep_period_ms_;
-  if (n >= max_flows_) {
-    n = max_flows_;
+  if (n >= n_slots_) {
+    n = n_slots_;
     sweep_credit_ = 0;
   } else {
     sweep_credit_ -= n * sweep_period_ms_;
   }
   uint32_t reclaimed = 0;
   for (; n; --n) {
-    Flow& f = flows_[sweep_cursor_];
-    if (++sweep_cursor_ == max_flows_) sweep_cursor_ = 0;
-    if (f.proto != 0 && int32_t(f.expire_ms - now_ms) <= 0) {
+    const uint32_t idx = sweep_cursor_;
+    if (++sweep_cursor_ == n_slots_) sweep_cursor_ = 0;
+    if (!heads(idx)) continue;
+    Flow& f = flows_[idx];
+    if (int32_t(f.expire_ms - now_ms) <= 0) {
       remove(&f);
       ++stats_.expired;
       ++reclaimed;

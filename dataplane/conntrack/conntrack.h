@@ -1,19 +1,23 @@
 // Per-worker connection tracking. Owned and touched by exactly one worker; the control thread
 // only allocates it before the worker starts and reads gauges.
 //
-// Entries: one cache line (64 bytes) for IPv4 and IPv6 alike. A flow stores the client and
-// backend endpoints in full (16-byte addresses, IPv4 mapped) and the VIP and fullnat source
-// address as AddrTable ids: storing all four addresses would take 72 bytes for IPv6.
+// Entries: 32-byte slots, two to a cache line. An IPv4 flow is one slot: its client, VIP and
+// backend addresses in the slot as on the wire (the fullnat source address as an AddrTable
+// id). An IPv6 flow is a whole line: the same header in the even slot (the VIP by AddrTable id)
+// and the client and backend addresses in the odd one. The capacity counts IPv4 flows; an
+// IPv6 flow takes the room of two. Free slots are two lists threaded through the slots: whole
+// free lines, and single slots whose line-mate is in use (IPv4 flows take those first, so
+// lines stay whole for IPv6 flows).
+// Created-at times (dumps, fragment generations) live in a side array: cold, 4 B per slot.
 // Index: buckets of 8 (signature, reference) pairs, 64 bytes each, two candidate buckets per key
 // (less loaded first, one cuckoo step), sized for 3/4 fill at capacity (any bucket count: keys
 // map to buckets by multiply-shift, not by a power-of-two mask). A flow has one reference per
 // direction it can be seen in: original (client -> VIP) and, except for DSR, reply (backend ->
 // client or fullnat source).
-// Aging: an incremental sweep over the entries (advance()): the whole table once per sweep
-// period (1.024 s, longer for tables over 256k flows: at most 256 entries per millisecond), so
+// Aging: an incremental sweep over the slots (advance()): the whole table once per sweep
+// period (1.024 s, longer for tables over 256k slots: at most 256 slots per millisecond), so
 // a flow is reclaimed at most a period after it expires; lookups reclaim expired flows they
 // meet at once. No per-flow links: a refresh only writes the expiry.
-// Free entries are a list threaded through the entries themselves.
 #pragma once
 
 #include <cstddef>
@@ -54,26 +58,50 @@ inline constexpr uint8_t kFlowSeenReply = 1 << 0;
 inline constexpr uint8_t kFlowFinOrig = 1 << 1;
 inline constexpr uint8_t kFlowFinReply = 1 << 2;
 inline constexpr uint8_t kFlowLastFinReply = 1 << 3;  // the second FIN came from the backend
+inline constexpr uint8_t kFlowV6 = 1 << 4;            // a two-slot flow (FlowAddrs6 follows)
 
-struct Flow {
+// The second slot of an IPv6 flow (or of any flow whose addresses are not all IPv4).
+struct FlowAddrs6 {
   IpAddr client;
   IpAddr backend;
+};
+
+struct Flow {
+  uint32_t client4 = 0;       // IPv4 flows: the client address as on the wire
+  union {
+    uint32_t vip4 = 0;        // IPv4 flows: the VIP as on the wire
+    uint32_t vip_id;          // IPv6 flows: the VIP's AddrTable id
+  };
   uint16_t client_port = 0;   // network order
   uint16_t vip_port = 0;      // network order
+  uint32_t backend4 = 0;      // IPv4 flows: the backend address as on the wire
   uint16_t backend_port = 0;  // network order
   uint16_t local_port = 0;    // fullnat: our source port toward the backend (network order)
-  uint32_t vip_id = 0;        // AddrTable id of the VIP
-  uint32_t local_id = 0;      // AddrTable id of the fullnat source address; 0 = none
-  uint32_t stat_id = 0;       // backend counter slot
   uint32_t expire_ms = 0;     // worker clock, compared by signed difference (wraps in 49 days);
-                              // in a free entry: the next free entry
-  uint32_t created_ms = 0;    // worker clock, for the age in dumps
+                              // in a free slot: the next free one
   uint8_t proto = 0;          // 0 = free slot
   TcpState state = TcpState::kNone;
-  Mode mode = Mode::kDnat;
-  uint8_t flags = 0;
+  uint8_t flags : 5 = 0;
+  Mode mode : 3 = Mode::kDnat;
+  uint64_t stat_id : 18 = 0;   // backend counter slot (kMaxBackendStats)
+  uint64_t local_id : 18 = 0;  // AddrTable id of the fullnat source address; 0 = none
+
+  bool v6() const { return flags & kFlowV6; }
+  IpAddr client() const {
+    return v6() ? addrs6().client : IpAddr::v4_bytes(reinterpret_cast<const uint8_t*>(&client4));
+  }
+  IpAddr backend() const {
+    return v6() ? addrs6().backend
+                : IpAddr::v4_bytes(reinterpret_cast<const uint8_t*>(&backend4));
+  }
+  // IPv6 flows only: the addresses, in the flow's second slot.
+  const FlowAddrs6& addrs6() const { return *reinterpret_cast<const FlowAddrs6*>(this + 1); }
+  FlowAddrs6& addrs6() { return *reinterpret_cast<FlowAddrs6*>(this + 1); }
 };
-static_assert(sizeof(Flow) == 64, "a flow must stay one cache line");
+static_assert(sizeof(Flow) == 32, "an IPv4 flow must stay half a cache line");
+static_assert(sizeof(FlowAddrs6) == sizeof(Flow), "an IPv6 flow is two slots");
+static_assert(offsetof(Flow, vip4) == offsetof(Flow, client4) + 4,
+              "FlowTable::matches_v4 compares both addresses as one word, as they lie on the wire");
 static_assert(offsetof(Flow, vip_port) == offsetof(Flow, client_port) + 2,
               "FlowTable::matches_v4 compares both ports as one word, as they lie on the wire");
 
@@ -120,7 +148,7 @@ class FlowTable {
   static constexpr uint32_t kBucketEntries = 8;
   static constexpr uint32_t kEmpty = 0xffffffffu;
   // The sweep covers the table once per period: kSweepMinPeriodMs, or longer so that it
-  // examines at most kSweepPerMs entries per millisecond.
+  // examines at most kSweepPerMs slots per millisecond.
   static constexpr uint32_t kSweepMinPeriodMs = 1024;
   static constexpr uint32_t kSweepPerMs = 256;
   // Candidates examined to find a not-yet-established flow to evict when full.
@@ -128,15 +156,18 @@ class FlowTable {
 
   struct alignas(64) Bucket {
     uint32_t sig[kBucketEntries];
-    uint32_t ref[kBucketEntries];  // flow index << 1 | direction, kEmpty when free
+    uint32_t ref[kBucketEntries];  // slot index << 1 | direction, kEmpty when free
   };
 
+  // Slots for `max_flows` IPv4 flows (an even number: whole lines).
+  static uint32_t slot_count(uint32_t max_flows) { return (max_flows + 1) & ~1u; }
   // Bytes needed for `max_flows` (for EAL memory sizing).
   static size_t memory_bytes(uint32_t max_flows);
   // The allocation (transparent huge pages without the EAL's hugepages: table_memory.h).
   const TableMemory& memory() const { return mem_; }
 
   // Control thread, before the worker starts: one table_alloc on `socket` (table_memory.h).
+  // Room for `max_flows` IPv4 flows, or half as many IPv6 flows.
   bool init(uint32_t max_flows, int socket, const ConntrackTimeouts& t, const AddrTable* addrs);
   void destroy();
 
@@ -203,10 +234,10 @@ class FlowTable {
     return find<false>(t, h, bp, now_ms, dir);
   }
   // peek() for an IPv4 packet from its wire fields, loaded as they lie in memory: the
-  // addresses, and the source and destination ports together (as in the TCP/UDP header).
-  MG_ALWAYS_INLINE Flow* peek_v4(uint32_t src, uint32_t dst, uint32_t ports, uint8_t proto,
-                                 uint32_t h, const BucketPair& bp, uint32_t now_ms,
-                                 FlowDir* dir) const {
+  // addresses (source and destination together, as in the IPv4 header), and the source and
+  // destination ports together (as in the TCP/UDP header).
+  MG_ALWAYS_INLINE Flow* peek_v4(uint64_t addrs, uint32_t ports, uint8_t proto, uint32_t h,
+                                 const BucketPair& bp, uint32_t now_ms, FlowDir* dir) const {
     for (uint32_t k = 0; k < 2; ++k) {
       const Bucket& bk = buckets_[bp.b[k]];
       for (uint32_t bits = sig_matches(bk, h); bits; bits &= bits - 1) {
@@ -214,7 +245,7 @@ class FlowTable {
         if (ref == kEmpty) continue;
         Flow& f = flows_[ref >> 1];
         const auto d = FlowDir(ref & 1);
-        if (!matches_v4(f, d, src, dst, ports, proto)) continue;
+        if (!matches_v4(f, d, addrs, ports, proto)) continue;
         if (MG_UNLIKELY(int32_t(f.expire_ms - now_ms) <= 0)) return nullptr;
         *dir = d;
         return &f;
@@ -247,8 +278,8 @@ class FlowTable {
     f->expire_ms = now_ms + timeouts_.tcp_established_ms;
   }
 
-  // Sweeps as many entries as the time since the last call asks for (all of them after a
-  // jump of a period or more), reclaiming the expired ones. Returns the number reclaimed.
+  // Sweeps as many slots as the time since the last call asks for (all of them after a
+  // jump of a period or more), reclaiming the expired flows. Returns the number reclaimed.
   uint32_t advance(uint32_t now_ms);
   uint32_t sweep_period_ms() const { return sweep_period_ms_; }
 
@@ -257,13 +288,20 @@ class FlowTable {
 
   uint32_t active() const { return active_; }
   uint32_t established() const { return established_; }
-  uint32_t capacity() const { return max_flows_; }
+  // Slots: the number of IPv4 flows the table holds (an IPv6 flow takes two).
+  uint32_t capacity() const { return n_slots_; }
   const FlowTableStats& stats() const { return stats_; }
-  // Flow by pool index, or nullptr when the slot is free (dumps).
-  const Flow* at(uint32_t idx) const { return flows_[idx].proto ? &flows_[idx] : nullptr; }
-  Flow* mutable_at(uint32_t idx) { return idx < max_flows_ && flows_[idx].proto ? &flows_[idx] : nullptr; }
+  // The flow whose first slot is `idx`, or nullptr when the slot is free or the second half
+  // of an IPv6 flow (dumps, fragments).
+  const Flow* at(uint32_t idx) const { return idx < n_slots_ && heads(idx) ? &flows_[idx] : nullptr; }
+  Flow* mutable_at(uint32_t idx) { return idx < n_slots_ && heads(idx) ? &flows_[idx] : nullptr; }
   uint32_t index_of(const Flow* f) const { return uint32_t(f - flows_); }
-  const IpAddr& vip(const Flow& f) const { return addrs_->at(f.vip_id); }
+  // When the flow was created (worker clock): dumps, and a generation for fragments.
+  uint32_t created_ms(const Flow& f) const { return created_[index_of(&f)]; }
+  IpAddr vip(const Flow& f) const {
+    return f.v6() ? addrs_->at(f.vip_id)
+                  : IpAddr::v4_bytes(reinterpret_cast<const uint8_t*>(&f.vip4));
+  }
   const IpAddr& local(const Flow& f) const { return addrs_->at(f.local_id); }
   // The tuple replies of `f` carry (f must not be DSR).
   Tuple reply_tuple(const Flow& f) const;
@@ -272,6 +310,11 @@ class FlowTable {
  private:
   uint32_t timeout_ms(const Flow& f) const;
   bool embryonic(const Flow& f) const;
+  // Slot `idx` holds the first (or only) slot of a flow.
+  bool heads(uint32_t idx) const {
+    if ((idx & 1) && flows_[idx - 1].proto && flows_[idx - 1].v6()) return false;
+    return flows_[idx].proto != 0;
+  }
   // A 32-bit key's bucket: multiply-shift onto [0, n_buckets_) (Lemire's fastrange).
   uint32_t bucket_of(uint32_t x) const { return uint32_t((uint64_t(x) * n_buckets_) >> 32); }
   bool link(uint32_t h, uint32_t ref);
@@ -280,6 +323,12 @@ class FlowTable {
   bool evict_one();
   void push_embryo(uint32_t idx);
   Flow* insert_once(const Tuple& orig, const FlowTarget& to, uint32_t now_ms, bool retry);
+  // Slot allocation: one slot (IPv4) or a whole line (IPv6, `pair`); kEmpty when none is free.
+  uint32_t alloc_slots(bool pair);
+  void free_slots(uint32_t idx, bool pair);
+  void push_pair(uint32_t even);
+  void push_single(uint32_t idx);
+  void unlink_single(uint32_t idx);
   // Bit j set when v[j] == x, for the 8 lanes of a bucket array (16-byte aligned).
   static MG_ALWAYS_INLINE uint32_t lanes_equal(const uint32_t* v, uint32_t x) {
 #if defined(__SSE2__)
@@ -306,12 +355,12 @@ class FlowTable {
   MG_ALWAYS_INLINE bool matches(const Flow& f, FlowDir dir, const Tuple& t) const {
     if (f.proto != t.proto) return false;
     if (dir == FlowDir::kOriginal) {
-      return f.client_port == t.sport && f.vip_port == t.dport && f.client == t.src &&
+      return f.client_port == t.sport && f.vip_port == t.dport && f.client() == t.src &&
              vip(f) == t.dst;
     }
-    if (f.backend_port != t.sport || !(f.backend == t.src)) return false;
+    if (f.backend_port != t.sport || !(f.backend() == t.src)) return false;
     if (f.mode == Mode::kFullnat) return f.local_port == t.dport && local(f) == t.dst;
-    return f.client_port == t.dport && f.client == t.dst;
+    return f.client_port == t.dport && f.client() == t.dst;
   }
   template <bool kReclaim>
   MG_ALWAYS_INLINE Flow* find(const Tuple& t, uint32_t h, const BucketPair& bp, uint32_t now_ms,
@@ -349,36 +398,43 @@ class FlowTable {
     return w[0] == 0 && w[1] == (uint64_t(0xffff) << 16 | uint64_t(v4) << 32);
 #endif
   }
-  // matches() for an IPv4 tuple given as peek_v4 takes it.
-  MG_ALWAYS_INLINE bool matches_v4(const Flow& f, FlowDir dir, uint32_t src, uint32_t dst,
-                                   uint32_t ports, uint8_t proto) const {
-    if (f.proto != proto) return false;
-    uint32_t fports;
+  // matches() for an IPv4 tuple given as peek_v4 takes it. An IPv6 flow never matches.
+  MG_ALWAYS_INLINE bool matches_v4(const Flow& f, FlowDir dir, uint64_t addrs, uint32_t ports,
+                                   uint8_t proto) const {
+    if (f.proto != proto || f.v6()) return false;
     if (dir == FlowDir::kOriginal) {
+      uint64_t faddrs;
+      uint32_t fports;
+      std::memcpy(&faddrs, &f.client4, 8);      // client4, vip4
       std::memcpy(&fports, &f.client_port, 4);  // client_port, vip_port
-      return fports == ports && is_mapped(f.client, src) && is_mapped(vip(f), dst);
+      return faddrs == addrs && fports == ports;
     }
+    const uint32_t src = uint32_t(addrs), dst = uint32_t(addrs >> 32);
     const uint32_t dport = ports >> 16;
-    if (f.backend_port != uint16_t(ports) || !is_mapped(f.backend, src)) return false;
+    if (f.backend_port != uint16_t(ports) || f.backend4 != src) return false;
     if (f.mode == Mode::kFullnat) return f.local_port == dport && is_mapped(local(f), dst);
-    return f.client_port == dport && is_mapped(f.client, dst);
+    return f.client_port == dport && f.client4 == dst;
   }
   void set_state(Flow* f, TcpState s);
 
   TableMemory mem_;  // every array below, in one allocation
   Flow* flows_ = nullptr;
-  // Free entries (proto 0): a stack threaded through their expire_ms fields, kEmpty-terminated.
-  uint32_t free_head_ = kEmpty;
+  uint32_t* created_ = nullptr;  // per slot
+  uint32_t n_slots_ = 0;
+  // Free slots (proto 0): whole free lines, a stack threaded through the even slot's
+  // expire_ms; and single free slots whose line-mate is in use, a doubly linked list (next in
+  // expire_ms, previous in client4). kEmpty-terminated.
+  uint32_t free_pair_head_ = kEmpty;
+  uint32_t free_single_head_ = kEmpty;
   Bucket* buckets_ = nullptr;
   uint32_t n_buckets_ = 0;
-  uint32_t max_flows_ = 0;
   uint32_t active_ = 0;
   uint32_t established_ = 0;
   const AddrTable* addrs_ = nullptr;
   ConntrackTimeouts timeouts_;
   FlowTableStats stats_;
 
-  // Sweep: the next entry to examine, the clock of the last advance(), and the entries owed
+  // Sweep: the next slot to examine, the clock of the last advance(), and the slots owed
   // (times the period) for the time since.
   uint32_t sweep_cursor_ = 0;
   uint32_t sweep_last_ms_ = 0;
@@ -386,7 +442,8 @@ class FlowTable {
   uint32_t sweep_period_ms_ = kSweepMinPeriodMs;
   bool sweep_started_ = false;
 
-  // Recently created not-yet-established flows, oldest first: eviction candidates.
+  // Recently created not-yet-established flows (first slots), oldest first: eviction
+  // candidates. A power of two of at least half the slots; an overrun forgets the oldest.
   uint32_t* embryo_ = nullptr;
   uint32_t embryo_mask_ = 0;
   uint32_t embryo_head_ = 0;

@@ -152,6 +152,9 @@ Worker::~Worker() {
   rte_free(nh_cache_);
 }
 
+// A flow keeps its backend counter slot and fullnat source address id in 18 bits each.
+static_assert(kMaxBackendStats <= (1u << 18) && kAddrTableCapacity <= (1u << 18));
+
 bool Worker::init(const WorkerParams& p) {
   p_ = p;
   MG_CHECK(p_.ports.size() <= kMaxPorts);
@@ -419,9 +422,9 @@ bool Worker::copy_flows(FlowDumpRequest* r, uint32_t budget) const {
     const Flow* f = flows_.at(r->cursor);
     if (!f) continue;
     FlowRecord& o = r->records[r->count++];
-    o.client = f->client;
+    o.client = f->client();
     o.vip = flows_.vip(*f);
-    o.backend = f->backend;
+    o.backend = f->backend();
     o.local = f->local_id ? flows_.local(*f) : IpAddr{};
     o.client_port = ntohs(f->client_port);
     o.vip_port = ntohs(f->vip_port);
@@ -432,7 +435,7 @@ bool Worker::copy_flows(FlowDumpRequest* r, uint32_t budget) const {
     o.mode = f->mode;
     o.stat_id = f->stat_id;
     o.expires_in_ms = int32_t(f->expire_ms - now_ms);
-    o.age_ms = now_ms - f->created_ms;
+    o.age_ms = now_ms - flows_.created_ms(*f);
     o.worker = p_.index;
   }
   // Proxy sessions follow the flows: cursor cap + i is session slot i.
@@ -548,12 +551,12 @@ uint16_t Worker::stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool 
   uint32_t reply = 0;  // bit i: packet i is a reply
   for (uint16_t i = 0; i < n; ++i) {
     const uint8_t* ip = rte_pktmbuf_mtod_offset(pkts[i], const uint8_t*, kEthHdrLen);
-    uint32_t src, dst, ports;
-    std::memcpy(&src, ip + 12, 4);
-    std::memcpy(&dst, ip + 16, 4);
+    uint64_t addrs;
+    uint32_t ports;
+    std::memcpy(&addrs, ip + 12, 8);  // source, destination
     std::memcpy(&ports, ip + kIpv4HdrLen, 4);
     FlowDir dir;
-    Flow* f = flows_.peek_v4(src, dst, ports, ip[9], hash_[i], bp_[i], now_ms, &dir);
+    Flow* f = flows_.peek_v4(addrs, ports, ip[9], hash_[i], bp_[i], now_ms, &dir);
     if (!f || f->mode != Mode::kDnat || (resets && snap_->reset_flows_of(f->stat_id))) return 0;
     // A TCP segment must leave its flow as it is but for the expiry (the inline case of
     // FlowTable::touch): then the touches of a burst commute, and stage_flow's order (all
@@ -563,7 +566,8 @@ uint16_t Worker::stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool 
                                (dir == FlowDir::kReply && !(f->flags & kFlowSeenReply)))) {
       return 0;
     }
-    const IpAddr& to = dir == FlowDir::kOriginal ? f->backend : f->client;
+    const IpAddr to = IpAddr::v4_bytes(
+        reinterpret_cast<const uint8_t*>(dir == FlowDir::kOriginal ? &f->backend4 : &f->client4));
     const NhCacheEntry& ce = nh_cache_[nh_slot(to)];
     if (ce.snap_version != version || ce.neigh_gen != neigh_gen_ || !(ce.dst == to) ||
         rd16(ip + 2) > p_.ports[ce.port].mtu) {
@@ -586,9 +590,11 @@ uint16_t Worker::stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool 
     if (proto == kProtoTcp) flows_.touch_established(f, now_ms);
     else flows_.touch(f, dir, 0, now_ms);
     if (dir == FlowDir::kReply) {
-      nat_rewrite_ipv4_ttl<false>(ip, l4, proto, flows_.vip(*f).v4_ptr(), f->vip_port);
+      nat_rewrite_ipv4_ttl<false>(ip, l4, proto, reinterpret_cast<const uint8_t*>(&f->vip4),
+                                  f->vip_port);
     } else {
-      nat_rewrite_ipv4_ttl<true>(ip, l4, proto, f->backend.v4_ptr(), f->backend_port);
+      nat_rewrite_ipv4_ttl<true>(ip, l4, proto, reinterpret_cast<const uint8_t*>(&f->backend4),
+                                 f->backend_port);
     }
     counter_add(backend_counters_[f->stat_id].packets, 1);
     counter_add(backend_counters_[f->stat_id].bytes, m->pkt_len);
@@ -848,7 +854,7 @@ void Worker::stage_flow(rte_mbuf** pkts, uint16_t n) {
         flow_[i] = f;
         next_[i] = kNextReply;
         if (m.is_fragment()) {
-          frags_->remember(t.src, t.dst, t.proto, m.ip_id, flows_.index_of(f), f->created_ms,
+          frags_->remember(t.src, t.dst, t.proto, m.ip_id, flows_.index_of(f), flows_.created_ms(*f),
                            uint8_t(FlowDir::kReply), now_ms);
         }
       } else {
@@ -856,7 +862,7 @@ void Worker::stage_flow(rte_mbuf** pkts, uint16_t n) {
         forward_flow(mb, i, f);
         if (m.is_fragment()) {
           // Keyed by the addresses as they arrived (`m` now holds the translated ones).
-          frags_->remember(t.src, t.dst, t.proto, m.ip_id, flows_.index_of(f), f->created_ms,
+          frags_->remember(t.src, t.dst, t.proto, m.ip_id, flows_.index_of(f), flows_.created_ms(*f),
                            uint8_t(FlowDir::kOriginal), now_ms);
         }
       }
@@ -934,7 +940,7 @@ void Worker::stage_flow(rte_mbuf** pkts, uint16_t n) {
       forward(mb, i, to, h);
     }
     if (f && m.is_fragment()) {
-      frags_->remember(t.src, t.dst, t.proto, m.ip_id, flows_.index_of(f), f->created_ms,
+      frags_->remember(t.src, t.dst, t.proto, m.ip_id, flows_.index_of(f), flows_.created_ms(*f),
                        uint8_t(FlowDir::kOriginal), now_ms);
     }
   }
@@ -952,12 +958,12 @@ void Worker::forward_flow(rte_mbuf* mb, uint16_t i, Flow* f) {
   flows_.touch(f, FlowDir::kOriginal, m.tcp_flags, now_ms_of(now_ns_));
   if (MG_LIKELY(f->mode == Mode::kDnat)) {
     // forward() for the commonest case, straight from the flow.
-    nat_rewrite<true>(rte_pktmbuf_mtod(mb, uint8_t*), &m, f->backend, f->backend_port);
+    nat_rewrite<true>(rte_pktmbuf_mtod(mb, uint8_t*), &m, f->backend(), f->backend_port);
     to_route(mb, i, f->stat_id);
     return;
   }
   FlowTarget to;
-  to.backend = f->backend;
+  to.backend = f->backend();
   to.backend_port = f->backend_port;
   to.stat_id = f->stat_id;
   to.mode = f->mode;
@@ -1004,7 +1010,7 @@ void Worker::reverse(rte_mbuf* mb, uint16_t i, Flow* f) {
   flows_.touch(f, FlowDir::kReply, m.tcp_flags, now_ms_of(now_ns_));
   uint8_t* data = rte_pktmbuf_mtod(mb, uint8_t*);
   nat_rewrite<false>(data, &m, flows_.vip(*f), f->vip_port);
-  if (f->mode == Mode::kFullnat) nat_rewrite<true>(data, &m, f->client, f->client_port);
+  if (f->mode == Mode::kFullnat) nat_rewrite<true>(data, &m, f->client(), f->client_port);
   to_route(mb, i, f->stat_id);
 }
 
@@ -1090,7 +1096,7 @@ Drop Worker::follow_fragment(rte_mbuf* mb, uint16_t i) {
   const FragTable::Entry* e = frags_->find(m.src, m.dst, m.l4_proto, m.ip_id, now_ms_of(now_ns_));
   if (!e) return Drop::kFragmentNoFirst;
   Flow* f = flows_.mutable_at(e->flow_idx);
-  if (!f || f->created_ms != e->flow_created) return Drop::kFragmentNoFirst;
+  if (!f || flows_.created_ms(*f) != e->flow_created) return Drop::kFragmentNoFirst;
   if (m.ttl <= 1) return Drop::kTtlExceeded;
   counter_add(counters_.fragments_followed, 1);
   if (FlowDir(e->dir) == FlowDir::kReply) {
@@ -1178,24 +1184,26 @@ bool Worker::translate_icmp_error(rte_mbuf* mb, PacketMeta& m, int* target, uint
   auto put = [&](uint8_t* field, const IpAddr& a) {
     std::memcpy(field, m.l3 == L3::kIpv4 ? a.v4_ptr() : a.b, alen);
   };
-  const IpAddr& vip = flows_.vip(*f);
+  const IpAddr vip = flows_.vip(*f);
+  const IpAddr client = f->client();
+  const IpAddr backend = f->backend();
   if (dir == FlowDir::kReply) {
     // About a packet we sent toward the backend; the error travels to the client.
     rewrite_quote(data, q, false, vip, f->vip_port);
     if (f->mode == Mode::kFullnat) {
-      rewrite_quote(data, q, true, f->client, f->client_port);
-      put(outer_dst, f->client);
-      m.dst = f->client;
+      rewrite_quote(data, q, true, client, f->client_port);
+      put(outer_dst, client);
+      m.dst = client;
     }
-    if (m.src == f->backend) {
+    if (m.src == backend) {
       put(outer_src, vip);
       m.src = vip;
     }
   } else {
     // About a reply we sent toward the client; the error travels to the backend.
-    rewrite_quote(data, q, true, f->backend, f->backend_port);
-    put(outer_dst, f->backend);
-    m.dst = f->backend;
+    rewrite_quote(data, q, true, backend, f->backend_port);
+    put(outer_dst, backend);
+    m.dst = backend;
     if (f->mode == Mode::kFullnat) {
       rewrite_quote(data, q, false, flows_.local(*f), f->local_port);
       put(outer_src, flows_.local(*f));
