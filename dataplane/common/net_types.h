@@ -48,6 +48,15 @@ struct IpAddr {
     return uint32_t(b[12]) << 24 | uint32_t(b[13]) << 16 | uint32_t(b[14]) << 8 | b[15];
   }
   const uint8_t* v4_ptr() const { return &b[12]; }
+  // The mapped form's second 8 bytes, loaded as they lie in memory, for an IPv4 address given
+  // as 4 wire bytes loaded the same way (the first 8 bytes are zero).
+  static uint64_t mapped_high_word(uint32_t wire) { return uint64_t(wire) << 32 | 0xffff0000u; }
+  // This is the IPv4 address `wire` (4 bytes as on the wire, loaded as they lie in memory).
+  bool is_v4_wire(uint32_t wire) const {
+    uint64_t w[2];
+    std::memcpy(w, b, 16);
+    return w[0] == 0 && w[1] == mapped_high_word(wire);
+  }
   bool is_zero() const {
     uint64_t w[2];
     std::memcpy(w, b, 16);

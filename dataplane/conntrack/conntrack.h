@@ -80,9 +80,9 @@ struct Flow {
   uint32_t expire_ms = 0;     // worker clock, compared by signed difference (wraps in 49 days);
                               // in a free slot: the next free one
   uint8_t proto = 0;          // 0 = free slot
-  TcpState state = TcpState::kNone;
-  uint8_t flags : 5 = 0;
+  uint8_t flags : 5 = 0;      // next to proto: matches_v4 checks both with one 16-bit load
   Mode mode : 3 = Mode::kDnat;
+  TcpState state = TcpState::kNone;
   uint64_t stat_id : 18 = 0;   // backend counter slot (kMaxBackendStats)
   uint64_t local_id : 18 = 0;  // AddrTable id of the fullnat source address; 0 = none
 
@@ -104,6 +104,8 @@ static_assert(offsetof(Flow, vip4) == offsetof(Flow, client4) + 4,
               "FlowTable::matches_v4 compares both addresses as one word, as they lie on the wire");
 static_assert(offsetof(Flow, vip_port) == offsetof(Flow, client_port) + 2,
               "FlowTable::matches_v4 compares both ports as one word, as they lie on the wire");
+static_assert(offsetof(Flow, state) == offsetof(Flow, proto) + 2,
+              "the flags byte follows proto (FlowTable::matches_v4)");
 
 enum class FlowDir : uint8_t { kOriginal = 0, kReply = 1 };
 
@@ -354,13 +356,24 @@ class FlowTable {
   }
   MG_ALWAYS_INLINE bool matches(const Flow& f, FlowDir dir, const Tuple& t) const {
     if (f.proto != t.proto) return false;
-    if (dir == FlowDir::kOriginal) {
-      return f.client_port == t.sport && f.vip_port == t.dport && f.client() == t.src &&
-             vip(f) == t.dst;
+    if (!f.v6()) {
+      // The tuple's addresses must be IPv4-mapped and equal to the flow's wire words.
+      if (dir == FlowDir::kOriginal) {
+        return f.client_port == t.sport && f.vip_port == t.dport &&
+               is_mapped(t.src, f.client4) && is_mapped(t.dst, f.vip4);
+      }
+      if (f.backend_port != t.sport || !is_mapped(t.src, f.backend4)) return false;
+      if (f.mode == Mode::kFullnat) return f.local_port == t.dport && local(f) == t.dst;
+      return f.client_port == t.dport && is_mapped(t.dst, f.client4);
     }
-    if (f.backend_port != t.sport || !(f.backend() == t.src)) return false;
+    const FlowAddrs6& a = f.addrs6();
+    if (dir == FlowDir::kOriginal) {
+      return f.client_port == t.sport && f.vip_port == t.dport && a.client == t.src &&
+             addrs_->at(f.vip_id) == t.dst;
+    }
+    if (f.backend_port != t.sport || !(a.backend == t.src)) return false;
     if (f.mode == Mode::kFullnat) return f.local_port == t.dport && local(f) == t.dst;
-    return f.client_port == t.dport && f.client() == t.dst;
+    return f.client_port == t.dport && a.client == t.dst;
   }
   template <bool kReclaim>
   MG_ALWAYS_INLINE Flow* find(const Tuple& t, uint32_t h, const BucketPair& bp, uint32_t now_ms,
@@ -401,7 +414,10 @@ class FlowTable {
   // matches() for an IPv4 tuple given as peek_v4 takes it. An IPv6 flow never matches.
   MG_ALWAYS_INLINE bool matches_v4(const Flow& f, FlowDir dir, uint64_t addrs, uint32_t ports,
                                    uint8_t proto) const {
-    if (f.proto != proto || f.v6()) return false;
+    // proto and the flags byte in one load: the protocol, and not an IPv6 flow.
+    uint16_t proto_flags;
+    std::memcpy(&proto_flags, &f.proto, 2);
+    if ((proto_flags & (uint16_t(kFlowV6) << 8 | 0xff)) != proto) return false;
     if (dir == FlowDir::kOriginal) {
       uint64_t faddrs;
       uint32_t fports;
@@ -409,11 +425,11 @@ class FlowTable {
       std::memcpy(&fports, &f.client_port, 4);  // client_port, vip_port
       return faddrs == addrs && fports == ports;
     }
-    const uint32_t src = uint32_t(addrs), dst = uint32_t(addrs >> 32);
-    const uint32_t dport = ports >> 16;
-    if (f.backend_port != uint16_t(ports) || f.backend4 != src) return false;
-    if (f.mode == Mode::kFullnat) return f.local_port == dport && is_mapped(local(f), dst);
-    return f.client_port == dport && f.client4 == dst;
+    if (f.backend_port != uint16_t(ports) || f.backend4 != uint32_t(addrs)) return false;
+    if (f.mode == Mode::kFullnat) {
+      return f.local_port == ports >> 16 && is_mapped(local(f), uint32_t(addrs >> 32));
+    }
+    return f.client_port == ports >> 16 && f.client4 == uint32_t(addrs >> 32);
   }
   void set_state(Flow* f, TcpState s);
 

@@ -566,10 +566,9 @@ uint16_t Worker::stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool 
                                (dir == FlowDir::kReply && !(f->flags & kFlowSeenReply)))) {
       return 0;
     }
-    const IpAddr to = IpAddr::v4_bytes(
-        reinterpret_cast<const uint8_t*>(dir == FlowDir::kOriginal ? &f->backend4 : &f->client4));
-    const NhCacheEntry& ce = nh_cache_[nh_slot(to)];
-    if (ce.snap_version != version || ce.neigh_gen != neigh_gen_ || !(ce.dst == to) ||
+    const uint32_t to = dir == FlowDir::kOriginal ? f->backend4 : f->client4;
+    const NhCacheEntry& ce = nh_cache_[nh_slot_v4(to)];
+    if (ce.snap_version != version || ce.neigh_gen != neigh_gen_ || !ce.dst.is_v4_wire(to) ||
         rd16(ip + 2) > p_.ports[ce.port].mtu) {
       return 0;
     }
@@ -1381,12 +1380,6 @@ int Worker::egress_port(const IpAddr& a) const {
                            : rte_lpm6_lookup(snap_->lpm6, a.b, &nh_idx);
   if (rc != 0 || nh_idx >= snap_->next_hops.size()) return -1;
   return snap_->next_hops[nh_idx].port_index;
-}
-
-uint32_t Worker::nh_slot(const IpAddr& a) {
-  uint64_t w[2];
-  std::memcpy(w, a.b, 16);
-  return uint32_t(((w[0] ^ w[1]) * 0x9e3779b97f4a7c15ull) >> 54) & (kNhCacheSize - 1);
 }
 
 Worker::Next Worker::route_one(rte_mbuf* mb, PacketMeta& m, const Egress& eg, uint16_t i,

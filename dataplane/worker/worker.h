@@ -318,7 +318,16 @@ class Worker {
     MacAddr mac;
   };
   static constexpr uint32_t kNhCacheSize = 1024;
-  static uint32_t nh_slot(const IpAddr& a);
+  static uint32_t nh_slot(const IpAddr& a) {
+    uint64_t w[2];
+    std::memcpy(w, a.b, 16);
+    return nh_slot_of(w[0] ^ w[1]);
+  }
+  // nh_slot of an IPv4 address given as 4 wire bytes loaded as they lie in memory.
+  static uint32_t nh_slot_v4(uint32_t wire) { return nh_slot_of(IpAddr::mapped_high_word(wire)); }
+  static uint32_t nh_slot_of(uint64_t folded) {
+    return uint32_t((folded * 0x9e3779b97f4a7c15ull) >> 54) & (kNhCacheSize - 1);
+  }
 
   WorkerParams p_;
   WorkerCounters counters_;

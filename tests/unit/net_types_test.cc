@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 #include <string>
 
@@ -45,6 +46,23 @@ TEST(IpAddrStr, matches_inet_ntop_for_every_pattern_of_zero_groups) {
                         "0:1:0:1:0:1:0:1", "fe80::", "2001:db8::ff00:42:8329"}) {
     const IpAddr a = *IpAddr::parse(s);
     EXPECT_EQ(a.str(), ntop(a)) << s;
+  }
+}
+
+// is_v4_wire compares with an IPv4 address as the fast path loads it from a header (4 wire
+// bytes as they lie in memory): equal exactly for the mapped form of the same address.
+TEST(IpAddrWire, is_v4_wire_is_true_only_for_the_same_ipv4_address) {
+  std::mt19937 rng(5);
+  for (int i = 0; i < 1000; ++i) {
+    const uint32_t host = uint32_t(rng());
+    const IpAddr a = IpAddr::v4(host);
+    uint32_t wire;
+    std::memcpy(&wire, a.v4_ptr(), 4);
+    EXPECT_TRUE(a.is_v4_wire(wire)) << a.str();
+    EXPECT_FALSE(a.is_v4_wire(wire ^ (1u << (rng() % 32)))) << a.str();
+    IpAddr v6 = a;
+    v6.b[rng() % 12] ^= uint8_t(1 + rng() % 255);  // not IPv4-mapped any more
+    EXPECT_FALSE(v6.is_v4_wire(wire)) << v6.str();
   }
 }
 
