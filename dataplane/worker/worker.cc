@@ -569,7 +569,7 @@ uint16_t Worker::stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool 
     const uint32_t to = dir == FlowDir::kOriginal ? f->backend4 : f->client4;
     const NhCacheEntry& ce = nh_cache_[nh_slot_v4(to)];
     if (ce.snap_version != version || ce.neigh_gen != neigh_gen_ || !ce.dst.is_v4_wire(to) ||
-        rd16(ip + 2) > p_.ports[ce.port].mtu) {
+        rd16(ip + 2) > ce.mtu) {
       return 0;
     }
     flow_[i] = f;
@@ -598,8 +598,7 @@ uint16_t Worker::stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool 
     counter_add(backend_counters_[f->stat_id].packets, 1);
     counter_add(backend_counters_[f->stat_id].bytes, m->pkt_len);
     const NhCacheEntry& ce = *fast_nh_[i];
-    std::memcpy(d, ce.mac.b.data(), 6);
-    std::memcpy(d + 6, p_.ports[ce.port].mac.b.data(), 6);
+    std::memcpy(d, ce.macs, 12);
     tx(ce.port, m);
   }
   counter_add(counters_.fast_path_packets, n);
@@ -1447,8 +1446,7 @@ Worker::Next Worker::route_one(rte_mbuf* mb, PacketMeta& m, const Egress& eg, ui
   }
   *out_port = port_index;
   if (cached) {
-    std::memcpy(data, ce.mac.b.data(), 6);
-    std::memcpy(data + 6, p_.ports[port_index].mac.b.data(), 6);
+    std::memcpy(data, ce.macs, 12);
     return kNextTx;
   }
   const IpAddr& nh_ip = nh->on_link ? dst : nh->gateway;
@@ -1460,7 +1458,9 @@ Worker::Next Worker::route_one(rte_mbuf* mb, PacketMeta& m, const Egress& eg, ui
     ce.snap_version = snap_->version;
     ce.neigh_gen = neigh_gen_;
     ce.port = port_index;
-    ce.mac = mac;
+    ce.mtu = p_.ports[port_index].mtu;
+    std::memcpy(ce.macs, mac.b.data(), 6);
+    std::memcpy(ce.macs + 6, p_.ports[port_index].mac.b.data(), 6);
     return kNextTx;
   }
   *nh_out = nh_ip;

@@ -315,7 +315,8 @@ class Worker {
     uint64_t snap_version = 0;
     uint32_t neigh_gen = 0;
     uint16_t port = 0;
-    MacAddr mac;
+    uint16_t mtu = 0;   // the port's
+    uint8_t macs[12];   // the frame's first 12 bytes: the next hop's MAC, then the port's
   };
   static constexpr uint32_t kNhCacheSize = 1024;
   static uint32_t nh_slot(const IpAddr& a) {
