@@ -42,8 +42,6 @@ uint32_t embryo_count(uint32_t slots) {
 
 uint32_t alt_bucket(uint32_t h) { return FlowTable::alt_hash(h); }
 
-bool is_dsr(Mode m) { return m == Mode::kDsrIpip || m == Mode::kDsrGue; }
-
 // The table's arrays in one allocation, each 64-byte aligned: [offset, bytes) per array.
 struct Layout {
   size_t flows, created, buckets, embryo, total;
@@ -122,7 +120,6 @@ void FlowTable::destroy() {
 void FlowTable::push_pair(uint32_t even) {
   flows_[even].proto = 0;
   flows_[even + 1].proto = 0;
-  flows_[even].flags = 0;
   flows_[even].expire_ms = free_pair_head_;
   free_pair_head_ = even;
 }
@@ -130,7 +127,6 @@ void FlowTable::push_pair(uint32_t even) {
 void FlowTable::push_single(uint32_t idx) {
   Flow& f = flows_[idx];
   f.proto = 0;
-  f.flags = 0;
   f.expire_ms = free_single_head_;
   f.client4 = kEmpty;
   if (free_single_head_ != kEmpty) flows_[free_single_head_].client4 = idx;
@@ -405,7 +401,7 @@ void FlowTable::touch_slow(Flow* f, FlowDir dir, uint8_t flags, uint32_t now_ms)
         s = orig ? TcpState::kFinWait : TcpState::kCloseWait;
       }
     } else if (flags & kTcpAck) {
-      const bool dsr = f->mode == Mode::kDsrIpip || f->mode == Mode::kDsrGue;
+      const bool dsr = is_dsr(f->mode);
       if (orig && (s == TcpState::kSynRecv || (dsr && s == TcpState::kSynSent))) {
         // DSR never sees the SYN-ACK: the client's ACK is all the handshake there is to see.
         s = TcpState::kEstablished;

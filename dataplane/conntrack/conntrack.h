@@ -295,7 +295,9 @@ class FlowTable {
   const FlowTableStats& stats() const { return stats_; }
   // The flow whose first slot is `idx`, or nullptr when the slot is free or the second half
   // of an IPv6 flow (dumps, fragments).
-  const Flow* at(uint32_t idx) const { return idx < n_slots_ && heads(idx) ? &flows_[idx] : nullptr; }
+  const Flow* at(uint32_t idx) const {
+    return idx < n_slots_ && heads(idx) ? &flows_[idx] : nullptr;
+  }
   Flow* mutable_at(uint32_t idx) { return idx < n_slots_ && heads(idx) ? &flows_[idx] : nullptr; }
   uint32_t index_of(const Flow* f) const { return uint32_t(f - flows_); }
   // When the flow was created (worker clock): dumps, and a generation for fragments.
@@ -360,11 +362,11 @@ class FlowTable {
       // The tuple's addresses must be IPv4-mapped and equal to the flow's wire words.
       if (dir == FlowDir::kOriginal) {
         return f.client_port == t.sport && f.vip_port == t.dport &&
-               is_mapped(t.src, f.client4) && is_mapped(t.dst, f.vip4);
+               t.src.is_v4_wire(f.client4) && t.dst.is_v4_wire(f.vip4);
       }
-      if (f.backend_port != t.sport || !is_mapped(t.src, f.backend4)) return false;
+      if (f.backend_port != t.sport || !t.src.is_v4_wire(f.backend4)) return false;
       if (f.mode == Mode::kFullnat) return f.local_port == t.dport && local(f) == t.dst;
-      return f.client_port == t.dport && is_mapped(t.dst, f.client4);
+      return f.client_port == t.dport && t.dst.is_v4_wire(f.client4);
     }
     const FlowAddrs6& a = f.addrs6();
     if (dir == FlowDir::kOriginal) {
@@ -399,18 +401,6 @@ class FlowTable {
     }
     return nullptr;
   }
-  // `a` is the IPv4-mapped form of `v4` (4 bytes as on the wire, loaded as they lie in memory).
-  static MG_ALWAYS_INLINE bool is_mapped(const IpAddr& a, uint32_t v4) {
-#if defined(__SSE2__)
-    const __m128i want = _mm_set_epi32(int(v4), int(0xffff0000u), 0, 0);
-    const __m128i got = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.b));
-    return _mm_movemask_epi8(_mm_cmpeq_epi8(got, want)) == 0xffff;
-#else
-    uint64_t w[2];
-    std::memcpy(w, a.b, 16);
-    return w[0] == 0 && w[1] == (uint64_t(0xffff) << 16 | uint64_t(v4) << 32);
-#endif
-  }
   // matches() for an IPv4 tuple given as peek_v4 takes it. An IPv6 flow never matches.
   MG_ALWAYS_INLINE bool matches_v4(const Flow& f, FlowDir dir, uint64_t addrs, uint32_t ports,
                                    uint8_t proto) const {
@@ -427,7 +417,7 @@ class FlowTable {
     }
     if (f.backend_port != uint16_t(ports) || f.backend4 != uint32_t(addrs)) return false;
     if (f.mode == Mode::kFullnat) {
-      return f.local_port == ports >> 16 && is_mapped(local(f), uint32_t(addrs >> 32));
+      return f.local_port == ports >> 16 && local(f).is_v4_wire(uint32_t(addrs >> 32));
     }
     return f.client_port == ports >> 16 && f.client4 == uint32_t(addrs >> 32);
   }

@@ -37,8 +37,6 @@ constexpr uint64_t kReplayIdleNs = 2'000'000'000ull;
 
 uint32_t now_ms_of(uint64_t ns) { return uint32_t(ns / 1'000'000); }
 
-bool is_dsr(Mode m) { return m == Mode::kDsrIpip || m == Mode::kDsrGue; }
-
 bool is_echo_request(const PacketMeta& m) {
   return m.has_l4() && m.icmp_code == 0 &&
          ((m.l4_proto == kProtoIcmp && m.icmp_type == kIcmpEchoRequest) ||
@@ -852,16 +850,16 @@ void Worker::stage_flow(rte_mbuf** pkts, uint16_t n) {
         flow_[i] = f;
         next_[i] = kNextReply;
         if (m.is_fragment()) {
-          frags_->remember(t.src, t.dst, t.proto, m.ip_id, flows_.index_of(f), flows_.created_ms(*f),
-                           uint8_t(FlowDir::kReply), now_ms);
+          frags_->remember(t.src, t.dst, t.proto, m.ip_id, flows_.index_of(f),
+                           flows_.created_ms(*f), uint8_t(FlowDir::kReply), now_ms);
         }
       } else {
         // (A tracked flow keeps going after its service left the snapshot.)
         forward_flow(mb, i, f);
         if (m.is_fragment()) {
           // Keyed by the addresses as they arrived (`m` now holds the translated ones).
-          frags_->remember(t.src, t.dst, t.proto, m.ip_id, flows_.index_of(f), flows_.created_ms(*f),
-                           uint8_t(FlowDir::kOriginal), now_ms);
+          frags_->remember(t.src, t.dst, t.proto, m.ip_id, flows_.index_of(f),
+                           flows_.created_ms(*f), uint8_t(FlowDir::kOriginal), now_ms);
         }
       }
       continue;
@@ -1452,8 +1450,6 @@ Worker::Next Worker::route_one(rte_mbuf* mb, PacketMeta& m, const Egress& eg, ui
   const IpAddr& nh_ip = nh->on_link ? dst : nh->gateway;
   MacAddr mac;
   if (resolve(nh_ip, port_index, &mac)) {
-    std::memcpy(data, mac.b.data(), 6);
-    std::memcpy(data + 6, p_.ports[port_index].mac.b.data(), 6);
     ce.dst = dst;
     ce.snap_version = snap_->version;
     ce.neigh_gen = neigh_gen_;
@@ -1461,6 +1457,7 @@ Worker::Next Worker::route_one(rte_mbuf* mb, PacketMeta& m, const Egress& eg, ui
     ce.mtu = p_.ports[port_index].mtu;
     std::memcpy(ce.macs, mac.b.data(), 6);
     std::memcpy(ce.macs + 6, p_.ports[port_index].mac.b.data(), 6);
+    std::memcpy(data, ce.macs, 12);
     return kNextTx;
   }
   *nh_out = nh_ip;

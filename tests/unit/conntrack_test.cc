@@ -18,6 +18,7 @@ namespace {
 
 constexpr uint32_t kVipId = 1;
 constexpr uint32_t kLocalId = 2;
+constexpr uint32_t kVip6Id = 3;
 
 class FlowTableTest : public ::testing::Test {
  protected:
@@ -25,6 +26,7 @@ class FlowTableTest : public ::testing::Test {
     test::init_eal_once();
     addrs_[kVipId] = IpAddr::v4(0xcb00710a);  // 203.0.113.10
     addrs_[kLocalId] = IpAddr::v4(0xc6336402);  // 198.51.100.2
+    addrs_[kVip6Id] = *IpAddr::parse("2001:db8:100::10");
     table_addrs_.addrs = addrs_.data();
   }
   void TearDown() override { table_.destroy(); }
@@ -43,6 +45,13 @@ class FlowTableTest : public ::testing::Test {
     to.mode = mode;
     return to;
   }
+  // The same toward an IPv6 backend of the IPv6 VIP.
+  static FlowTarget dnat6() {
+    FlowTarget to = dnat();
+    to.backend = *IpAddr::parse("2001:db8:1::11");
+    to.vip_id = kVip6Id;
+    return to;
+  }
   Flow* find(const Tuple& t, uint32_t now, FlowDir* dir = nullptr) {
     FlowDir d;
     return table_.lookup(t, FlowTable::hash(t), now, dir ? dir : &d);
@@ -59,7 +68,6 @@ class FlowTableTest : public ::testing::Test {
 TEST_F(FlowTableTest, an_ipv4_flow_is_half_a_cache_line_and_an_ipv6_flow_a_whole_one) {
   EXPECT_EQ(sizeof(Flow), 32u);
   ASSERT_TRUE(init(64));
-  addrs_[3] = *IpAddr::parse("2001:db8:100::10");
   Flow* a = table_.insert(client(1), dnat(), 0);
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(table_.index_of(a), 0u);
@@ -67,17 +75,16 @@ TEST_F(FlowTableTest, an_ipv4_flow_is_half_a_cache_line_and_an_ipv6_flow_a_whole
   EXPECT_EQ(a->client(), client(1).src);
   EXPECT_EQ(a->backend(), dnat().backend);
   EXPECT_EQ(table_.vip(*a), addrs_[kVipId]);
-  const Tuple t6{*IpAddr::parse("2001:db8:2::7"), addrs_[3], htons(4000), htons(443), kProtoTcp};
-  FlowTarget to6 = dnat();
-  to6.backend = *IpAddr::parse("2001:db8:1::11");
-  to6.vip_id = 3;
+  const Tuple t6{*IpAddr::parse("2001:db8:2::7"), addrs_[kVip6Id], htons(4000), htons(443),
+                 kProtoTcp};
+  const FlowTarget to6 = dnat6();
   Flow* b = table_.insert(t6, to6, 5);
   ASSERT_NE(b, nullptr);
   EXPECT_TRUE(b->v6());
   EXPECT_EQ(table_.index_of(b), 2u) << "a whole line: slot 1 stays for the next IPv4 flow";
   EXPECT_EQ(b->client(), t6.src);
   EXPECT_EQ(b->backend(), to6.backend);
-  EXPECT_EQ(table_.vip(*b), addrs_[3]);
+  EXPECT_EQ(table_.vip(*b), addrs_[kVip6Id]);
   EXPECT_EQ(table_.created_ms(*b), 5u);
   EXPECT_EQ(table_.at(2), b);
   EXPECT_EQ(table_.at(3), nullptr) << "the second half of an IPv6 flow is not a flow";
@@ -375,8 +382,7 @@ TEST_F(FlowTableTest, an_ipv4_flow_costs_at_most_64_bytes_of_table_at_capacity) 
 TEST_F(FlowTableTest, ipv4_and_ipv6_flows_share_the_slots_without_losing_one) {
   constexpr uint32_t kSlots = 512;
   ASSERT_TRUE(init(kSlots));
-  addrs_[3] = *IpAddr::parse("2001:db8:100::10");
-  const IpAddr backend6 = *IpAddr::parse("2001:db8:1::11");
+  const IpAddr backend6 = dnat6().backend;
   struct Live {
     Tuple t;
     bool v6;
@@ -385,7 +391,9 @@ TEST_F(FlowTableTest, ipv4_and_ipv6_flows_share_the_slots_without_losing_one) {
   uint32_t next_port = 1;
   auto tuple_of = [&](bool v6) {
     const uint16_t port = htons(uint16_t(next_port++));  // every flow its own client port
-    if (v6) return Tuple{*IpAddr::parse("2001:db8:2::7"), addrs_[3], port, htons(443), kProtoTcp};
+    if (v6) {
+      return Tuple{*IpAddr::parse("2001:db8:2::7"), addrs_[kVip6Id], port, htons(443), kProtoTcp};
+    }
     return Tuple{IpAddr::v4(0xc0000207), addrs_[kVipId], port, htons(80), kProtoTcp};
   };
   std::mt19937 rng(7);
@@ -406,12 +414,7 @@ TEST_F(FlowTableTest, ipv4_and_ipv6_flows_share_the_slots_without_losing_one) {
     if (rng() % 100 < 55) {
       const bool v6 = rng() % 3 == 0;
       const Tuple t = tuple_of(v6);
-      FlowTarget to = dnat();
-      if (v6) {
-        to.backend = backend6;
-        to.vip_id = 3;
-      }
-      Flow* f = table_.insert(t, to, 0);
+      Flow* f = table_.insert(t, v6 ? dnat6() : dnat(), 0);
       ASSERT_EQ(f != nullptr, v6 ? free_line : free_slots > 0) << "step " << step;
       ++(f ? inserted : refused)[v6];
       if (!f) continue;
@@ -454,10 +457,7 @@ TEST_F(FlowTableTest, ipv4_and_ipv6_flows_share_the_slots_without_losing_one) {
   EXPECT_EQ(table_.advance(ConntrackTimeouts{}.tcp_established_ms + 1), live.size());
   EXPECT_EQ(table_.active(), 0u);
   for (uint32_t i = 0; i < kSlots / 2; ++i) {
-    FlowTarget to = dnat();
-    to.backend = backend6;
-    to.vip_id = 3;
-    ASSERT_NE(table_.insert(tuple_of(true), to, 0), nullptr) << i;
+    ASSERT_NE(table_.insert(tuple_of(true), dnat6(), 0), nullptr) << i;
   }
 }
 
