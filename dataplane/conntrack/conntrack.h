@@ -10,7 +10,7 @@
 // lines stay whole for IPv6 flows).
 // Created-at times (dumps, fragment generations) live in a side array: cold, 4 B per slot.
 // Index: buckets of 8 (signature, reference) pairs, 64 bytes each, two candidate buckets per key
-// (less loaded first, one cuckoo step), sized for 3/4 fill at capacity (any bucket count: keys
+// (the first while it is at most half full, else the less loaded; one cuckoo step), sized for 3/4 fill at capacity (any bucket count: keys
 // map to buckets by multiply-shift, not by a power-of-two mask). A flow has one reference per
 // direction it can be seen in: original (client -> VIP) and, except for DSR, reply (backend ->
 // client or fullnat source).
@@ -204,8 +204,8 @@ class FlowTable {
   }
 
   // The same in two steps that touch the second bucket only when it may be needed: with the
-  // index mostly empty, inserts leave most keys in their first bucket (the less loaded of the
-  // two, ties to the first), and a prefetch of the second would only queue another miss.
+  // index up to half full, inserts leave nearly all keys in their first bucket (link()), and a
+  // prefetch of the second would only queue another miss.
   // First the first bucket; then, once it is in, the flows its signatures name, or when none
   // matches the second bucket.
   void prefetch_first_bucket(const BucketPair& bp) const { rte_prefetch0(&buckets_[bp.b[0]]); }
@@ -287,6 +287,14 @@ class FlowTable {
 
   // True when a flow is seen with this reply tuple (fullnat source-port choice).
   bool reply_in_use(const Tuple& reply, uint32_t h) const;
+
+  // Index occupancy (tests, tools; scans the whole index): references, and how many sit in
+  // their key's first bucket, where a lookup finds them with one bucket read.
+  struct IndexOccupancy {
+    uint64_t refs = 0;
+    uint64_t in_first = 0;
+  };
+  IndexOccupancy index_occupancy() const;
 
   uint32_t active() const { return active_; }
   uint32_t established() const { return established_; }
