@@ -205,20 +205,23 @@ class FlowTable {
 
   // The same in two steps that touch the second bucket only when it may be needed: with the
   // index up to half full, inserts leave nearly all keys in their first bucket (link()), and a
-  // prefetch of the second would only queue another miss.
-  // First the first bucket; then, once it is in, the flows its signatures name, or when none
-  // matches the second bucket.
-  void prefetch_first_bucket(const BucketPair& bp) const { rte_prefetch0(&buckets_[bp.b[0]]); }
-  void prefetch_flows_or_second(uint32_t h, const BucketPair& bp) const {
-    const Bucket& bk = buckets_[bp.b[0]];
-    bool any = false;
+  // prefetch of the second would only queue another miss. First the first bucket (its index
+  // alone: the second's costs a hash mix, and is computed when needed); then, once it is in,
+  // the flows its signatures name, or when none matches the second bucket. That returns the
+  // first reference whose signature matches (kEmpty when none), the hint peek_v4 tries first.
+  uint32_t first_bucket(uint32_t h) const { return bucket_of(h); }
+  void prefetch_first_bucket(uint32_t b0) const { rte_prefetch0(&buckets_[b0]); }
+  uint32_t prefetch_flows_or_second(uint32_t h, uint32_t b0) const {
+    const Bucket& bk = buckets_[b0];
+    uint32_t hint = kEmpty;
     for (uint32_t bits = sig_matches(bk, h); bits; bits &= bits - 1) {
       const uint32_t ref = bk.ref[__builtin_ctz(bits)];
       if (ref == kEmpty) continue;
       rte_prefetch0(&flows_[ref >> 1]);
-      any = true;
+      if (hint == kEmpty) hint = ref;
     }
-    if (!any) rte_prefetch0(&buckets_[bp.b[1]]);
+    if (hint == kEmpty) rte_prefetch0(&buckets_[bucket_of(alt_hash(h))]);
+    return hint;
   }
 
   // The flow a packet belongs to, in either direction. Expired flows are reclaimed on the way.
@@ -237,11 +240,24 @@ class FlowTable {
   }
   // peek() for an IPv4 packet from its wire fields, loaded as they lie in memory: the
   // addresses (source and destination together, as in the IPv4 header), and the source and
-  // destination ports together (as in the TCP/UDP header).
+  // destination ports together (as in the TCP/UDP header). `b0` is first_bucket(h); `hint`
+  // what prefetch_flows_or_second returned since the index last changed (or kEmpty): the
+  // first matching reference of the first bucket, which the scan would meet first, so a hint
+  // that matches is the answer without another look at the bucket.
   MG_ALWAYS_INLINE Flow* peek_v4(uint64_t addrs, uint32_t ports, uint8_t proto, uint32_t h,
-                                 const BucketPair& bp, uint32_t now_ms, FlowDir* dir) const {
+                                 uint32_t b0, uint32_t hint, uint32_t now_ms,
+                                 FlowDir* dir) const {
+    if (MG_LIKELY(hint != kEmpty)) {
+      Flow& f = flows_[hint >> 1];
+      const auto d = FlowDir(hint & 1);
+      if (MG_LIKELY(matches_v4(f, d, addrs, ports, proto))) {
+        if (MG_UNLIKELY(int32_t(f.expire_ms - now_ms) <= 0)) return nullptr;
+        *dir = d;
+        return &f;
+      }
+    }
     for (uint32_t k = 0; k < 2; ++k) {
-      const Bucket& bk = buckets_[bp.b[k]];
+      const Bucket& bk = buckets_[k ? bucket_of(alt_hash(h)) : b0];
       for (uint32_t bits = sig_matches(bk, h); bits; bits &= bits - 1) {
         const uint32_t ref = bk.ref[__builtin_ctz(bits)];
         if (ref == kEmpty) continue;

@@ -301,12 +301,12 @@ uint32_t Worker::rx_port(uint16_t pi) {
     counter_add(counters_.rx_bytes, bytes);
     if (p_.replay) update_clock(next->pkts, n);
   }
-  if (held->n) fast_prefetch_flows(held->hash, held->bp, held->n);
+  if (held->n) fast_prefetch_flows(held->hash, held->b0, held->hint, held->n);
   next->n = n;
   next->hashed = 0;
   next->flows_prefetched = false;
   const bool tried = n && !fast_skip_ && p_.pipeline;
-  if (tried) next->hashed = fast_hash(pi, next->pkts, n, next->hash, next->bp);
+  if (tried) next->hashed = fast_hash(pi, next->pkts, n, next->hash, next->b0);
   if (held->n) {
     held->flows_prefetched = true;
     held_packets_ -= held->n;
@@ -460,7 +460,8 @@ void Worker::update_clock(rte_mbuf** pkts, uint16_t n) {
 
 void Worker::process_prepared(uint16_t in_port, Prepared& b) {
   std::memcpy(hash_, b.hash, sizeof(uint32_t) * b.hashed);
-  std::memcpy(bp_, b.bp, sizeof(FlowTable::BucketPair) * b.hashed);
+  std::memcpy(b0_, b.b0, sizeof(uint32_t) * b.hashed);
+  if (b.flows_prefetched) std::memcpy(hint_, b.hint, sizeof(uint32_t) * b.hashed);
   fast_hashed_ = b.hashed;
   fast_flows_prefetched_ = b.flows_prefetched;
   process_burst(in_port, b.pkts, b.n, true);
@@ -514,7 +515,7 @@ void Worker::process_burst(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool h
 // affect each other through their flows' state and expiry, which pass 4 updates in burst
 // order, as stage_flow does.
 uint16_t Worker::fast_hash(uint16_t in_port, rte_mbuf** pkts, uint16_t n, uint32_t* hash,
-                           FlowTable::BucketPair* bp) const {
+                           uint32_t* b0) const {
   uint64_t our_mac = 0;  // in the low 6 bytes, as fast_candidate loads a frame's first 8
   std::memcpy(&our_mac, p_.ports[in_port].mac.b.data(), 6);
   constexpr uint32_t kAhead = 4;
@@ -529,17 +530,17 @@ uint16_t Worker::fast_hash(uint16_t in_port, rte_mbuf** pkts, uint16_t n, uint32
     std::memcpy(&dst, ip + 16, 4);
     std::memcpy(&ports, ip + kIpv4HdrLen, 4);
     hash[i] = lb_flow_hash_v4(src, dst, ports, ip[9]);
-    bp[i] = flows_.buckets_of(hash[i]);
-    flows_.prefetch_first_bucket(bp[i]);
+    b0[i] = flows_.first_bucket(hash[i]);
+    flows_.prefetch_first_bucket(b0[i]);
   }
   return n;
 }
 
 uint16_t Worker::stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool hashed) {
-  if (!hashed) fast_hashed_ = fast_hash(in_port, pkts, n, hash_, bp_);
+  if (!hashed) fast_hashed_ = fast_hash(in_port, pkts, n, hash_, b0_);
   if (fast_hashed_ != n) return 0;
   if (!fast_flows_prefetched_) {
-    fast_prefetch_flows(hash_, bp_, n);
+    fast_prefetch_flows(hash_, b0_, hint_, n);
     fast_flows_prefetched_ = true;
   }
 
@@ -554,7 +555,7 @@ uint16_t Worker::stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool 
     std::memcpy(&addrs, ip + 12, 8);  // source, destination
     std::memcpy(&ports, ip + kIpv4HdrLen, 4);
     FlowDir dir;
-    Flow* f = flows_.peek_v4(addrs, ports, ip[9], hash_[i], bp_[i], now_ms, &dir);
+    Flow* f = flows_.peek_v4(addrs, ports, ip[9], hash_[i], b0_[i], hint_[i], now_ms, &dir);
     if (!f || f->mode != Mode::kDnat || (resets && snap_->reset_flows_of(f->stat_id))) return 0;
     // A TCP segment must leave its flow as it is but for the expiry (the inline case of
     // FlowTable::touch): then the touches of a burst commute, and stage_flow's order (all
@@ -655,12 +656,15 @@ void Worker::stage_classify(rte_mbuf** pkts, uint16_t n) {
       continue;
     }
     const bool l4 = trackable(m);
-    // Bulk lookup, first phase: hash every packet and prefetch its two buckets (stage_fast did
-    // for its first fast_hashed_ packets, all IPv4 TCP/UDP: the same values).
+    // Bulk lookup, first phase: hash every packet and prefetch its two buckets (stage_fast
+    // hashed its first fast_hashed_ packets, all IPv4 TCP/UDP: the same values, and prefetched
+    // their first buckets).
     if (l4 && i >= fast_hashed_) {
       hash_[i] = FlowTable::hash(Tuple{m.src, m.dst, m.sport, m.dport, m.l4_proto});
       bp_[i] = flows_.buckets_of(hash_[i]);
       flows_.prefetch_buckets(bp_[i]);
+    } else if (l4) {
+      bp_[i] = flows_.buckets_of(hash_[i]);
     }
     next_[i] = l4 ? kNextFlow : kNextLookup;
   }

@@ -194,17 +194,19 @@ class Worker {
   };
 
   // A received burst and what stage_fast's first pass found: `hashed` packets (all of them
-  // when the burst may take the fast path) with their flow hash and buckets, the first bucket
-  // prefetched; `flows_prefetched` once the second pass has prefetched their flows.
+  // when the burst may take the fast path) with their flow hash and first bucket, prefetched;
+  // `flows_prefetched` once the second pass has prefetched their flows (and set `hint`).
   struct Prepared {
     rte_mbuf* pkts[kBurst];
     uint32_t hash[kBurst];
-    FlowTable::BucketPair bp[kBurst];
+    uint32_t b0[kBurst];
+    uint32_t hint[kBurst];
     uint16_t n = 0;
     uint16_t hashed = 0;
     bool flows_prefetched = false;
   };
-  // `hashed`: fast_hash ran on it already (hash_, bp_, fast_hashed_, fast_flows_prefetched_).
+  // `hashed`: fast_hash ran on it already (hash_, b0_, hint_, fast_hashed_,
+  // fast_flows_prefetched_).
   void process_burst(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool hashed = false);
   // process_burst for a burst whose first fast pass ran already (rx_port's pipeline).
   void process_prepared(uint16_t in_port, Prepared& b);
@@ -213,12 +215,14 @@ class Worker {
   // The established-flow fast path: returns n when it forwarded the whole burst, 0 when it
   // left the burst, unchanged, to the stages. Its first pass (fast_hash: check, hash and
   // prefetch the first bucket; returns how many packets it hashed before one that cannot take
-  // the fast path) and its second (fast_prefetch_flows) may have run earlier: stage_fast
-  // starts after them, from hash_, bp_, fast_hashed_ and fast_flows_prefetched_.
+  // the fast path) and its second (fast_prefetch_flows: the flows' hints) may have run
+  // earlier: stage_fast starts after them, from hash_, b0_, hint_, fast_hashed_ and
+  // fast_flows_prefetched_.
   uint16_t fast_hash(uint16_t in_port, rte_mbuf** pkts, uint16_t n, uint32_t* hash,
-                     FlowTable::BucketPair* bp) const;
-  void fast_prefetch_flows(const uint32_t* hash, const FlowTable::BucketPair* bp, uint16_t n) const {
-    for (uint16_t i = 0; i < n; ++i) flows_.prefetch_flows_or_second(hash[i], bp[i]);
+                     uint32_t* b0) const;
+  void fast_prefetch_flows(const uint32_t* hash, const uint32_t* b0, uint32_t* hint,
+                           uint16_t n) const {
+    for (uint16_t i = 0; i < n; ++i) hint[i] = flows_.prefetch_flows_or_second(hash[i], b0[i]);
   }
   uint16_t stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool hashed);
   void stage_parse(uint16_t in_port, rte_mbuf** pkts, uint16_t n);
@@ -365,7 +369,9 @@ class Worker {
   uint16_t out_[kBurst];     // egress port index (kNextTx / kNextPending) or worker (handoff)
   IpAddr nh_[kBurst];        // next hop (kNextPending)
   uint32_t hash_[kBurst];    // flow hash of TCP/UDP packets
-  FlowTable::BucketPair bp_[kBurst];  // its two candidate buckets
+  FlowTable::BucketPair bp_[kBurst];  // its two candidate buckets (the stages)
+  uint32_t b0_[kBurst];      // its first bucket (the fast path)
+  uint32_t hint_[kBurst];    // its flow's likely reference (the fast path)
   uint32_t visited_[kBurst]; // workers a handed-over packet has been to
   Flow* flow_[kBurst];
   Egress egress_[kBurst];

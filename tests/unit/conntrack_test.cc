@@ -280,8 +280,10 @@ TEST_F(FlowTableTest, peek_finds_what_lookup_finds_and_leaves_an_expired_flow_to
 
 // peek_v4 takes the wire fields of an IPv4 packet and must find what peek finds for the same
 // tuple: flows of every mode in both directions, near misses (one field off) and strangers.
+// The table nearly full, so that some keys sit in their second bucket; each probe with no
+// hint, and with the hint prefetch_flows_or_second gives (the first signature match).
 TEST_F(FlowTableTest, peek_v4_finds_what_peek_finds_from_the_wire_fields) {
-  ASSERT_TRUE(init(4096));
+  ASSERT_TRUE(init(1024));
   std::mt19937 rng(3);
   std::vector<Tuple> probes;
   for (uint32_t i = 0; i < 1000; ++i) {
@@ -311,23 +313,32 @@ TEST_F(FlowTableTest, peek_v4_finds_what_peek_finds_from_the_wire_fields) {
     }
     probes.push_back(t);
   }
-  int found = 0;
+  int found = 0, hinted = 0;
   for (const Tuple& t : probes) {
     uint64_t addrs;  // source, destination: as loaded from the wire
     std::memcpy(&addrs, t.src.v4_ptr(), 4);
     std::memcpy(reinterpret_cast<uint8_t*>(&addrs) + 4, t.dst.v4_ptr(), 4);
     const uint32_t ports = uint32_t(t.sport) | uint32_t(t.dport) << 16;  // as loaded from the wire
     const uint32_t h = FlowTable::hash(t);
-    FlowDir d1 = FlowDir::kOriginal, d2 = FlowDir::kReply;
+    FlowDir d1 = FlowDir::kOriginal, d2 = FlowDir::kReply, d3 = FlowDir::kReply;
     Flow* a = table_.peek(t, h, table_.buckets_of(h), 1, &d1);
-    Flow* b = table_.peek_v4(addrs, ports, t.proto, h, table_.buckets_of(h), 1, &d2);
+    const uint32_t b0 = table_.first_bucket(h);
+    Flow* b = table_.peek_v4(addrs, ports, t.proto, h, b0, FlowTable::kEmpty, 1, &d2);
+    const uint32_t hint = table_.prefetch_flows_or_second(h, b0);
+    hinted += hint != FlowTable::kEmpty;
+    Flow* c = table_.peek_v4(addrs, ports, t.proto, h, b0, hint, 1, &d3);
     ASSERT_EQ(a, b);
+    ASSERT_EQ(a, c);
     if (a) {
       EXPECT_EQ(d1, d2);
+      EXPECT_EQ(d1, d3);
       ++found;
     }
   }
   EXPECT_GE(found, 1750);  // every inserted key (1000 originals, 750 replies), few near misses
+  EXPECT_GE(hinted, 1400);  // keys found in their first bucket, and near misses of them
+  const FlowTable::IndexOccupancy o = table_.index_occupancy();
+  EXPECT_LT(o.in_first, o.refs) << "some keys must sit in their second bucket";
 }
 
 TEST_F(FlowTableTest, the_sweep_reclaims_idle_flows_without_lookups_and_keeps_refreshed_ones) {
