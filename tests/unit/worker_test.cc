@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <map>
 
 #include "dataplane/lb/lb.h"
@@ -292,6 +293,83 @@ TEST(WorkerFastPath, a_burst_with_any_other_packet_goes_through_the_stages) {
   EXPECT_EQ(h.send(full, t += 1000).size(), full.size());
   EXPECT_EQ(h.counters().fast_path_packets, base + others.size() + dp::kBurst);
   EXPECT_TRUE(h.balanced());
+}
+
+// A frame of an established flow that fails a check is not the fast path's to forward: in a
+// burst of good established frames it sends the burst through the stages, which drop it with
+// its reason (or answer it, for TTL 1) and forward the rest. Each case breaks one check of the
+// fast path's first pass.
+TEST(WorkerFastPath, a_malformed_frame_of_an_established_flow_is_dropped_with_its_reason) {
+  struct Broken {
+    const char* name;
+    size_t est;  // which established frame (FastCase::est) to break
+    std::function<void(Bytes&)> edit;
+    Drop reason;
+  };
+  constexpr size_t kIp = 14;
+  const auto fix_ip_csum = [](Bytes& f) {
+    f[kIp + 10] = f[kIp + 11] = 0;
+    uint32_t sum = 0;
+    for (size_t i = 0; i < 20; i += 2) sum += uint32_t(f[kIp + i]) << 8 | f[kIp + i + 1];
+    while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+    f[kIp + 10] = uint8_t(~sum >> 8);
+    f[kIp + 11] = uint8_t(~sum);
+  };
+  const std::vector<Broken> cases = {
+      {"IPv4 header checksum off by one", 0, [](Bytes& f) { f[kIp + 11] ^= 1; },
+       Drop::kIpv4BadChecksum},
+      {"IPv4 header checksum of a TCP reply", 1, [](Bytes& f) { f[kIp + 10] ^= 0x80; },
+       Drop::kIpv4BadChecksum},
+      {"IPv4 header checksum of a UDP frame", 12, [](Bytes& f) { f[kIp + 10] ^= 0x10; },
+       Drop::kIpv4BadChecksum},
+      {"total length beyond the frame", 0,
+       [&](Bytes& f) {
+         const uint16_t len = uint16_t(f.size() - kIp + 1);
+         f[kIp + 2] = uint8_t(len >> 8);
+         f[kIp + 3] = uint8_t(len);
+         fix_ip_csum(f);
+       },
+       Drop::kIpv4BadTotalLength},
+      {"TCP data offset beyond the segment", 0, [](Bytes& f) { f[kIp + 20 + 12] = 0xf0; },
+       Drop::kTcpBadDataOffset},
+      {"UDP length beyond the IP payload", 12,
+       [](Bytes& f) {
+         const uint16_t ulen = uint16_t((f[kIp + 20 + 4] << 8 | f[kIp + 20 + 5]) + 1);
+         f[kIp + 20 + 4] = uint8_t(ulen >> 8);
+         f[kIp + 20 + 5] = uint8_t(ulen);
+       },
+       Drop::kUdpBadLength},
+      {"TTL 1", 0,
+       [&](Bytes& f) {
+         f[kIp + 8] = 1;
+         fix_ip_csum(f);
+       },
+       Drop::kTtlExceeded},
+  };
+  for (const Broken& b : cases) {
+    SCOPED_TRACE(b.name);
+    DataplaneHarness h(kDemoTopology);
+    const FastCase c = fast_case(h.config());
+    uint64_t t = kT0;
+    for (const Bytes& f : c.setup) h.send(f, t += 1000);
+    std::vector<Bytes> burst = {c.est[2], c.est[3], c.est[4], c.est[13]};
+    Bytes bad = c.est[b.est];
+    b.edit(bad);
+    burst.insert(burst.begin() + 2, bad);
+    const uint64_t fast = h.counters().fast_path_packets;
+    const uint64_t tx = h.counters().tx_packets;
+    h.send(burst, t += 1000);
+    EXPECT_EQ(h.drops(b.reason), 1u) << "expected " << dp::drop_name(b.reason);
+    EXPECT_EQ(h.drops_total(), 1u);
+    EXPECT_EQ(h.counters().fast_path_packets, fast);
+    // The four good frames, and for TTL 1 the time-exceeded error.
+    EXPECT_EQ(h.counters().tx_packets, tx + 4 + (b.reason == Drop::kTtlExceeded ? 1 : 0));
+    // The same frames without the broken one take the fast path.
+    burst.erase(burst.begin() + 2);
+    h.send(burst, t += 1000);
+    EXPECT_EQ(h.counters().fast_path_packets, fast + burst.size());
+    EXPECT_TRUE(h.balanced());
+  }
 }
 
 // ---- the two-poll pipeline of full established bursts (WorkerParams::pipeline) --------------
