@@ -103,22 +103,13 @@ MG_ALWAYS_INLINE bool fast_candidate(const rte_mbuf* m, const uint8_t* d, uint64
   const uint64_t ip_ck = m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK;
   if (ip_ck != RTE_MBUF_F_RX_IP_CKSUM_GOOD) {
     if (ip_ck == RTE_MBUF_F_RX_IP_CKSUM_BAD) return false;
-    // One's-complement sum of the header as two 64-bit words and one 32-bit word, with the
-    // carries folded back in (in registers: an array of five words went through the stack).
-    uint64_t a, b;
-    uint32_t c;
-    std::memcpy(&a, ip, 8);
-    std::memcpy(&b, ip + 8, 8);
-    std::memcpy(&c, ip + 16, 4);
-    uint64_t sum = a + b;
-    sum += sum < a;  // end-around carry
-    sum += c;
-    sum += sum < c;
-    sum = (sum & 0xffffffff) + (sum >> 32);
-    sum = (sum & 0xffffffff) + (sum >> 32);
-    sum = (sum & 0xffff) + (sum >> 16);
-    sum = (sum & 0xffff) + (sum >> 16);
-    if (sum != 0xffff) return false;
+    // The header is valid when its one's-complement sum is all ones, i.e. when the plain sum
+    // of its 16-bit words is a non-zero multiple of 0xffff (2^16 = 1 mod 0xffff, so the five
+    // 32-bit words may be summed instead; the version byte makes the sum non-zero).
+    uint32_t w[5];
+    std::memcpy(w, ip, sizeof(w));
+    const uint64_t sum = uint64_t(w[0]) + w[1] + w[2] + w[3] + w[4];
+    if (sum % 0xffff != 0) return false;
   }
   const uint8_t* l4 = ip + kIpv4HdrLen;
   const uint32_t l4_len = total - kIpv4HdrLen;
@@ -245,7 +236,7 @@ double Worker::run_seconds() const {
 uint32_t Worker::poll_once() {
   const uint64_t t0 = rte_rdtsc();
   if (!p_.replay) now_ns_ = tsc_to_ns(t0 - tsc_start_, ns_per_tsc_q32_);
-  snap_ = p_.snapshot->load();
+  load_snapshot();
   uint32_t total = 0;
   if (MG_LIKELY(snap_ != nullptr)) {
     counter_add(counters_.snapshot_version, snap_->version - counters_.snapshot_version);
@@ -324,10 +315,25 @@ uint32_t Worker::rx_port(uint16_t pi) {
   return n;
 }
 
+void Worker::load_snapshot() {
+  snap_ = p_.snapshot->load();
+  if (snap_ && snap_->version != nh_epoch_version_) {
+    nh_epoch_version_ = snap_->version;
+    next_nh_epoch();
+  }
+}
+
+void Worker::next_nh_epoch() {
+  if (++nh_epoch_ != 0) return;
+  // Wrapped (after 2^32 epochs): forget every entry rather than risk an old one matching.
+  std::memset(static_cast<void*>(nh_cache_), 0, sizeof(NhCacheEntry) * kNhCacheSize);
+  nh_epoch_ = 1;
+}
+
 void Worker::release_held() {
   // A burst is only held while a snapshot is published, and one is never withdrawn; and only
   // by workers without the TCP stack (init()), so no proxy state needs preparing here.
-  snap_ = p_.snapshot->load();
+  load_snapshot();
   if (!snap_) return;
   for (uint16_t pi = 0; pi < p_.ports.size() && pi < kMaxPorts; ++pi) {
     Prepared& held = held_[pi][held_cur_[pi]];
@@ -545,7 +551,7 @@ uint16_t Worker::stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool 
   }
 
   const uint32_t now_ms = now_ms_of(now_ns_);
-  const uint64_t version = snap_->version;
+  const uint64_t epoch_hi = uint64_t(nh_epoch_) << 32;
   const bool resets = !snap_->reset_stat_ids.empty();
   uint32_t reply = 0;  // bit i: packet i is a reply
   for (uint16_t i = 0; i < n; ++i) {
@@ -567,8 +573,7 @@ uint16_t Worker::stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool 
     }
     const uint32_t to = dir == FlowDir::kOriginal ? f->backend4 : f->client4;
     const NhCacheEntry& ce = nh_cache_[nh_slot_v4(to)];
-    if (ce.snap_version != version || ce.neigh_gen != neigh_gen_ || !ce.dst.is_v4_wire(to) ||
-        rd16(ip + 2) > ce.mtu) {
+    if (ce.tag4 != (epoch_hi | to) || rd16(ip + 2) > ce.mtu) {
       return 0;
     }
     flow_[i] = f;
@@ -1389,8 +1394,7 @@ Worker::Next Worker::route_one(rte_mbuf* mb, PacketMeta& m, const Egress& eg, ui
   // Most packets go to a few backends and routers: a small cache of next hops saves the LPM
   // lookup and the neighbor hashing per packet.
   NhCacheEntry& ce = nh_cache_[nh_slot(dst)];
-  const bool cached = ce.snap_version == snap_->version && ce.neigh_gen == neigh_gen_ &&
-                      ce.dst == dst;
+  const bool cached = ce.epoch == nh_epoch_ && ce.dst == dst;
   uint16_t port_index;
   const NextHop* nh = nullptr;
   if (cached) {
@@ -1455,8 +1459,10 @@ Worker::Next Worker::route_one(rte_mbuf* mb, PacketMeta& m, const Egress& eg, ui
   MacAddr mac;
   if (resolve(nh_ip, port_index, &mac)) {
     ce.dst = dst;
-    ce.snap_version = snap_->version;
-    ce.neigh_gen = neigh_gen_;
+    ce.epoch = nh_epoch_;
+    uint32_t wire = 0;
+    if (dst.is_v4()) std::memcpy(&wire, dst.v4_ptr(), 4);
+    ce.tag4 = dst.is_v4() ? uint64_t(nh_epoch_) << 32 | wire : 0;
     ce.port = port_index;
     ce.mtu = p_.ports[port_index].mtu;
     std::memcpy(ce.macs, mac.b.data(), 6);
@@ -1571,7 +1577,7 @@ void Worker::solicit(NeighborCache::Entry* e, uint16_t port_index) {
 
 void Worker::learn(const IpAddr& a, const MacAddr& mac, uint16_t port_index, bool from_wire) {
   if (!neighbors_->learn(a, mac, port_index)) return;
-  ++neigh_gen_;  // cached next hops may name the old MAC
+  next_nh_epoch();  // cached next hops may name the old MAC
   counter_add(counters_.neighbors_learned, 1);
   if (from_wire && p_.neighbor_out) {
     NeighborUpdate u{a, mac, port_index};

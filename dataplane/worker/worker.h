@@ -312,12 +312,14 @@ class Worker {
   int egress_port(const IpAddr& a) const;
   bool is_local_like(const IpAddr& a) const;
 
-  // Next hops of recent destinations: LPM + neighbor results, valid for one snapshot version
-  // and one generation of the learned-neighbor cache (bumped when a learned MAC changes).
+  // Next hops of recent destinations: LPM + neighbor results, valid for one epoch: one
+  // snapshot version and one generation of the learned-neighbor cache (a learned MAC changed).
+  // `tag4` is the epoch and an IPv4 destination's wire word in one (epoch << 32 | wire), 0
+  // for an IPv6 one: the fast path checks an IPv4 next hop with one compare.
   struct NhCacheEntry {
     IpAddr dst;
-    uint64_t snap_version = 0;
-    uint32_t neigh_gen = 0;
+    uint64_t tag4 = 0;
+    uint32_t epoch = 0;  // 0: never filled
     uint16_t port = 0;
     uint16_t mtu = 0;   // the port's
     uint8_t macs[12];   // the frame's first 12 bytes: the next hop's MAC, then the port's
@@ -337,7 +339,13 @@ class Worker {
   WorkerParams p_;
   WorkerCounters counters_;
   NhCacheEntry* nh_cache_ = nullptr;
-  uint32_t neigh_gen_ = 1;
+  uint32_t nh_epoch_ = 1;
+  uint64_t nh_epoch_version_ = 0;  // the snapshot version of nh_epoch_
+  // Loads the current snapshot into snap_ and starts a new next-hop epoch when its version
+  // changed.
+  void load_snapshot();
+  // A new next-hop epoch: every cached next hop is stale.
+  void next_nh_epoch();
   BackendCounters* backend_counters_ = nullptr;
   FlowTable flows_;
   FragTable* frags_ = nullptr;

@@ -808,6 +808,54 @@ TEST(WorkerNeighbor, unresolved_backend_triggers_one_arp_request_and_the_reply_r
   EXPECT_TRUE(h.balanced());
 }
 
+// The next-hop cache (which the fast path reads) follows a learned MAC that changes and a
+// snapshot that brings a static neighbor: the very next burst goes to the new MAC.
+TEST(WorkerNeighbor, a_changed_neighbor_mac_or_snapshot_reaches_the_fast_path_at_once) {
+  DataplaneHarness h(kUnresolvedTopology);
+  const pkt::EthHdr from_client{kGw, M("02:00:00:00:00:c1")};
+  std::vector<Bytes> burst;
+  for (uint16_t p = 1000; p < 1004; ++p) {
+    burst.push_back(tcp_frame("198.51.100.50", p, "203.0.113.10", 80, pkt::kTcpAck, 64, from_client));
+  }
+  uint64_t t = kT0;
+  auto arp_reply = [&](const char* mac) {
+    pkt::ArpHdr a;
+    a.op = 2;
+    a.sha = M(mac);
+    a.spa = A("198.51.100.11");
+    a.tha = kGw;
+    a.tpa = A("198.51.100.1");
+    return pkt::build_arp({kGw, a.sha}, a);
+  };
+  // The flows start (their packets wait for the backend's MAC), then the reply releases them.
+  EXPECT_EQ(h.send(burst, t += 1000).size(), 1u);  // one ARP request
+  EXPECT_EQ(h.send(arp_reply("02:00:00:00:01:11"), t += 1000).size(), burst.size());
+  // Bursts until the fast path has taken one (after a burst it gave back to the stages it
+  // skips a few), every frame to `mac`.
+  auto expect_bursts_to = [&](const char* mac) {
+    const uint64_t before = h.counters().fast_path_packets;
+    for (int i = 0; i < 40 && h.counters().fast_path_packets == before; ++i) {
+      const auto out = h.send(burst, t += 1000);
+      ASSERT_EQ(out.size(), burst.size());
+      for (const Bytes& f : out) {
+        const auto d = pkt::decode(f);
+        EXPECT_EQ(d.eth_dst, M(mac));
+        EXPECT_EQ(d.dst.str(), "198.51.100.11");
+      }
+    }
+    EXPECT_EQ(h.counters().fast_path_packets, before + burst.size());
+  };
+  expect_bursts_to("02:00:00:00:01:11");
+  // The backend's MAC changes (an ARP reply with another address).
+  EXPECT_TRUE(h.send(arp_reply("02:00:00:00:01:22"), t += 1000).empty());
+  expect_bursts_to("02:00:00:00:01:22");
+  // A snapshot with a static neighbor entry for it (static entries win over learned ones).
+  h.publish(std::string(kUnresolvedTopology) +
+            "[[neighbor]]\naddress = \"198.51.100.11\"\nmac = \"02:00:00:00:01:33\"\n");
+  expect_bursts_to("02:00:00:00:01:33");
+  EXPECT_TRUE(h.balanced());
+}
+
 TEST(WorkerNeighbor, unresolved_ipv6_backend_triggers_a_neighbor_solicitation) {
   DataplaneHarness h(kUnresolvedTopology);
   const pkt::EthHdr from_client{kGw, M("02:00:00:00:00:c1")};
