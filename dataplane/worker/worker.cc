@@ -106,9 +106,14 @@ MG_ALWAYS_INLINE bool fast_candidate(const rte_mbuf* m, const uint8_t* d, uint64
     // The header is valid when its one's-complement sum is all ones, i.e. when the plain sum
     // of its 16-bit words is a non-zero multiple of 0xffff (2^16 = 1 mod 0xffff, so the five
     // 32-bit words may be summed instead; the version byte makes the sum non-zero).
-    uint32_t w[5];
-    std::memcpy(w, ip, sizeof(w));
-    const uint64_t sum = uint64_t(w[0]) + w[1] + w[2] + w[3] + w[4];
+    // (Five scalars: an array of them went through the stack.)
+    uint32_t w0, w1, w2, w3, w4;
+    std::memcpy(&w0, ip, 4);
+    std::memcpy(&w1, ip + 4, 4);
+    std::memcpy(&w2, ip + 8, 4);
+    std::memcpy(&w3, ip + 12, 4);
+    std::memcpy(&w4, ip + 16, 4);
+    const uint64_t sum = uint64_t(w0) + w1 + w2 + w3 + w4;
     if (sum % 0xffff != 0) return false;
   }
   const uint8_t* l4 = ip + kIpv4HdrLen;
@@ -589,6 +594,11 @@ uint16_t Worker::stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool 
     const uint8_t proto = ip[9];
     Flow* f = flow_[i];
     const FlowDir dir = FlowDir(reply >> i & 1);
+    // Loaded before the frame's bytes are written (char stores may alias anything: the
+    // compiler would load them again after each).
+    BackendCounters& bc = backend_counters_[f->stat_id];
+    const uint32_t len = m->pkt_len;
+    const NhCacheEntry& ce = *fast_nh_[i];
     // TCP: pass 3 checked what touch() checks for its inline case (pass 1 the flags).
     if (proto == kProtoTcp) flows_.touch_established(f, now_ms);
     else flows_.touch(f, dir, 0, now_ms);
@@ -599,9 +609,8 @@ uint16_t Worker::stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool 
       nat_rewrite_ipv4_ttl<true>(ip, l4, proto, reinterpret_cast<const uint8_t*>(&f->backend4),
                                  f->backend_port);
     }
-    counter_add(backend_counters_[f->stat_id].packets, 1);
-    counter_add(backend_counters_[f->stat_id].bytes, m->pkt_len);
-    const NhCacheEntry& ce = *fast_nh_[i];
+    counter_add(bc.packets, 1);
+    counter_add(bc.bytes, len);
     std::memcpy(d, ce.macs, 12);
     tx(ce.port, m);
   }
