@@ -10,10 +10,10 @@
 // lines stay whole for IPv6 flows).
 // Created-at times (dumps, fragment generations) live in a side array: cold, 4 B per slot.
 // Index: buckets of 8 (signature, reference) pairs, 64 bytes each, two candidate buckets per key
-// (the first while it is at most half full, else the less loaded; one cuckoo step), sized for 3/4 fill at capacity (any bucket count: keys
-// map to buckets by multiply-shift, not by a power-of-two mask). A flow has one reference per
-// direction it can be seen in: original (client -> VIP) and, except for DSR, reply (backend ->
-// client or fullnat source).
+// (the first while it is at most half full, else the less loaded; one cuckoo step), sized for
+// 3/4 fill at capacity (any bucket count: keys map to buckets by multiply-shift, not by a
+// power-of-two mask). A flow has one reference per direction it can be seen in: original
+// (client -> VIP) and, except for DSR, reply (backend -> client or fullnat source).
 // Aging: an incremental sweep over the slots (advance()): the whole table once per sweep
 // period (1.024 s, longer for tables over 256k slots: at most 256 slots per millisecond), so
 // a flow is reclaimed at most a period after it expires; lookups reclaim expired flows they

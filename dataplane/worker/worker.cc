@@ -1469,9 +1469,12 @@ Worker::Next Worker::route_one(rte_mbuf* mb, PacketMeta& m, const Egress& eg, ui
   if (resolve(nh_ip, port_index, &mac)) {
     ce.dst = dst;
     ce.epoch = nh_epoch_;
-    uint32_t wire = 0;
-    if (dst.is_v4()) std::memcpy(&wire, dst.v4_ptr(), 4);
-    ce.tag4 = dst.is_v4() ? uint64_t(nh_epoch_) << 32 | wire : 0;
+    ce.tag4 = 0;
+    if (dst.is_v4()) {
+      uint32_t wire;
+      std::memcpy(&wire, dst.v4_ptr(), 4);
+      ce.tag4 = uint64_t(nh_epoch_) << 32 | wire;
+    }
     ce.port = port_index;
     ce.mtu = p_.ports[port_index].mtu;
     std::memcpy(ce.macs, mac.b.data(), 6);

@@ -815,7 +815,8 @@ TEST(WorkerNeighbor, a_changed_neighbor_mac_or_snapshot_reaches_the_fast_path_at
   const pkt::EthHdr from_client{kGw, M("02:00:00:00:00:c1")};
   std::vector<Bytes> burst;
   for (uint16_t p = 1000; p < 1004; ++p) {
-    burst.push_back(tcp_frame("198.51.100.50", p, "203.0.113.10", 80, pkt::kTcpAck, 64, from_client));
+    burst.push_back(
+        tcp_frame("198.51.100.50", p, "203.0.113.10", 80, pkt::kTcpAck, 64, from_client));
   }
   uint64_t t = kT0;
   auto arp_reply = [&](const char* mac) {
