@@ -290,19 +290,23 @@ uint32_t Worker::rx_port(uint16_t pi) {
   Prepared* held = &held_[pi][held_cur_[pi]];
   Prepared* next = &held_[pi][held_cur_[pi] ^ 1];
   const uint16_t n = rte_eth_rx_burst(port.port_id, p_.index, next->pkts, kBurst);
-  if (n) {
-    uint64_t bytes = 0;
-    for (uint16_t i = 0; i < n; ++i) bytes += next->pkts[i]->pkt_len;
-    counter_add(counters_.rx_packets, n);
-    counter_add(counters_.rx_bytes, bytes);
-    if (p_.replay) update_clock(next->pkts, n);
-  }
+  if (n && p_.replay) update_clock(next->pkts, n);
   if (held->n) fast_prefetch_flows(held->hash, held->b0, held->hint, held->n);
   next->n = n;
   next->hashed = 0;
   next->flows_prefetched = false;
   const bool tried = n && !fast_skip_ && p_.pipeline;
-  if (tried) next->hashed = fast_hash(pi, next->pkts, n, next->hash, next->b0);
+  if (n) {
+    // The bytes of the packets fast_hash took come from its own loads of their lengths (a
+    // pass of its own over the fresh mbufs costs a stall on each).
+    uint64_t bytes = 0;
+    if (tried) {
+      next->hashed = fast_hash(pi, next->pkts, n, next->hash, next->b0, &next->wire, &bytes);
+    }
+    for (uint16_t i = next->hashed; i < n; ++i) bytes += next->pkts[i]->pkt_len;
+    counter_add(counters_.rx_packets, n);
+    counter_add(counters_.rx_bytes, bytes);
+  }
   if (held->n) {
     held->flows_prefetched = true;
     held_packets_ -= held->n;
@@ -475,6 +479,7 @@ void Worker::process_prepared(uint16_t in_port, Prepared& b) {
   if (b.flows_prefetched) std::memcpy(hint_, b.hint, sizeof(uint32_t) * b.hashed);
   fast_hashed_ = b.hashed;
   fast_flows_prefetched_ = b.flows_prefetched;
+  wire_ = &b.wire;
   process_burst(in_port, b.pkts, b.n, true);
 }
 
@@ -482,6 +487,7 @@ void Worker::process_burst(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool h
   if (!hashed) {
     fast_hashed_ = 0;
     fast_flows_prefetched_ = false;
+    wire_ = &wire_own_;
   }
   if (in_port != kFromHandoff) {
     if (fast_skip_ && !hashed) {
@@ -526,7 +532,8 @@ void Worker::process_burst(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool h
 // affect each other through their flows' state and expiry, which pass 4 updates in burst
 // order, as stage_flow does.
 uint16_t Worker::fast_hash(uint16_t in_port, rte_mbuf** pkts, uint16_t n, uint32_t* hash,
-                           uint32_t* b0) const {
+                           uint32_t* b0, FastWire* wire, uint64_t* bytes) const {
+  uint64_t sum = 0;
   uint64_t our_mac = 0;  // in the low 6 bytes, as fast_candidate loads a frame's first 8
   std::memcpy(&our_mac, p_.ports[in_port].mac.b.data(), 6);
   constexpr uint32_t kAhead = 4;
@@ -534,21 +541,34 @@ uint16_t Worker::fast_hash(uint16_t in_port, rte_mbuf** pkts, uint16_t n, uint32
   for (uint16_t i = 0; i < n; ++i) {
     if (i + kAhead < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + kAhead], void*));
     const uint8_t* d = rte_pktmbuf_mtod(pkts[i], const uint8_t*);
-    if (!fast_candidate(pkts[i], d, our_mac)) return i;
-    const uint8_t* ip = d + kEthHdrLen;
-    uint32_t src, dst, ports;
-    std::memcpy(&src, ip + 12, 4);
-    std::memcpy(&dst, ip + 16, 4);
+    if (!fast_candidate(pkts[i], d, our_mac)) {
+      if (bytes) *bytes += sum;
+      return i;
+    }
+    const uint32_t len = pkts[i]->pkt_len;
+    sum += len;
+    uint8_t* ip = const_cast<uint8_t*>(d) + kEthHdrLen;
+    uint64_t addrs;
+    uint32_t ports;
+    std::memcpy(&addrs, ip + 12, 8);  // source, destination
     std::memcpy(&ports, ip + kIpv4HdrLen, 4);
-    hash[i] = lb_flow_hash_v4(src, dst, ports, ip[9]);
+    const uint8_t proto = ip[9];
+    wire->l3[i] = ip;
+    wire->addrs[i] = addrs;
+    wire->ports[i] = ports;
+    wire->len[i] = len;
+    wire->total[i] = rd16(ip + 2);
+    wire->proto[i] = proto;
+    hash[i] = lb_flow_hash_v4(uint32_t(addrs), uint32_t(addrs >> 32), ports, proto);
     b0[i] = flows_.first_bucket(hash[i]);
     flows_.prefetch_first_bucket(b0[i]);
   }
+  if (bytes) *bytes += sum;
   return n;
 }
 
 uint16_t Worker::stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool hashed) {
-  if (!hashed) fast_hashed_ = fast_hash(in_port, pkts, n, hash_, b0_);
+  if (!hashed) fast_hashed_ = fast_hash(in_port, pkts, n, hash_, b0_, &wire_own_);
   if (fast_hashed_ != n) return 0;
   if (!fast_flows_prefetched_) {
     fast_prefetch_flows(hash_, b0_, hint_, n);
@@ -559,26 +579,24 @@ uint16_t Worker::stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool 
   const uint64_t epoch_hi = uint64_t(nh_epoch_) << 32;
   const bool resets = !snap_->reset_stat_ids.empty();
   uint32_t reply = 0;  // bit i: packet i is a reply
+  const FastWire& w = *wire_;
   for (uint16_t i = 0; i < n; ++i) {
-    const uint8_t* ip = rte_pktmbuf_mtod_offset(pkts[i], const uint8_t*, kEthHdrLen);
-    uint64_t addrs;
-    uint32_t ports;
-    std::memcpy(&addrs, ip + 12, 8);  // source, destination
-    std::memcpy(&ports, ip + kIpv4HdrLen, 4);
+    const uint8_t proto = w.proto[i];
     FlowDir dir;
-    Flow* f = flows_.peek_v4(addrs, ports, ip[9], hash_[i], b0_[i], hint_[i], now_ms, &dir);
+    Flow* f = flows_.peek_v4(w.addrs[i], w.ports[i], proto, hash_[i], b0_[i], hint_[i], now_ms,
+                             &dir);
     if (!f || f->mode != Mode::kDnat || (resets && snap_->reset_flows_of(f->stat_id))) return 0;
     // A TCP segment must leave its flow as it is but for the expiry (the inline case of
     // FlowTable::touch): then the touches of a burst commute, and stage_flow's order (all
     // client packets before all replies) and this one's (burst order) end the same. UDP
     // touches commute anyway (they set the expiry and the seen-reply flag).
-    if (ip[9] == kProtoTcp && (f->state != TcpState::kEstablished ||
+    if (proto == kProtoTcp && (f->state != TcpState::kEstablished ||
                                (dir == FlowDir::kReply && !(f->flags & kFlowSeenReply)))) {
       return 0;
     }
     const uint32_t to = dir == FlowDir::kOriginal ? f->backend4 : f->client4;
     const NhCacheEntry& ce = nh_cache_[nh_slot_v4(to)];
-    if (ce.tag4 != (epoch_hi | to) || rd16(ip + 2) > ce.mtu) {
+    if (ce.tag4 != (epoch_hi | to) || w.total[i] > ce.mtu) {
       return 0;
     }
     flow_[i] = f;
@@ -588,16 +606,16 @@ uint16_t Worker::stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool 
 
   for (uint16_t i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];
-    uint8_t* d = rte_pktmbuf_mtod(m, uint8_t*);
-    uint8_t* ip = d + kEthHdrLen;
+    uint8_t* ip = w.l3[i];
+    uint8_t* d = ip - kEthHdrLen;
     uint8_t* l4 = ip + kIpv4HdrLen;
-    const uint8_t proto = ip[9];
+    const uint8_t proto = w.proto[i];
     Flow* f = flow_[i];
     const FlowDir dir = FlowDir(reply >> i & 1);
     // Loaded before the frame's bytes are written (char stores may alias anything: the
     // compiler would load them again after each).
     BackendCounters& bc = backend_counters_[f->stat_id];
-    const uint32_t len = m->pkt_len;
+    const uint32_t len = w.len[i];
     const NhCacheEntry& ce = *fast_nh_[i];
     // TCP: pass 3 checked what touch() checks for its inline case (pass 1 the flags).
     if (proto == kProtoTcp) flows_.touch_established(f, now_ms);
@@ -612,7 +630,7 @@ uint16_t Worker::stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool 
     counter_add(bc.packets, 1);
     counter_add(bc.bytes, len);
     std::memcpy(d, ce.macs, 12);
-    tx(ce.port, m);
+    tx(ce.port, m, len);
   }
   counter_add(counters_.fast_path_packets, n);
   return n;
@@ -1707,9 +1725,12 @@ void Worker::service_pending() {
   }
 }
 
-void Worker::tx(uint16_t port_index, rte_mbuf* m) {
+void Worker::tx(uint16_t port_index, rte_mbuf* m) { tx(port_index, m, m->pkt_len); }
+
+void Worker::tx(uint16_t port_index, rte_mbuf* m, uint32_t len) {
   TxBuffer& b = tx_[port_index];
   b.pkts[b.n++] = m;
+  b.bytes += len;
   if (b.n == sizeof(b.pkts) / sizeof(b.pkts[0])) flush_tx();
 }
 
@@ -1717,8 +1738,7 @@ void Worker::flush_tx() {
   for (uint16_t pi = 0; pi < p_.ports.size(); ++pi) {
     TxBuffer& b = tx_[pi];
     if (b.n == 0) continue;
-    uint64_t bytes = 0;
-    for (uint16_t i = 0; i < b.n; ++i) bytes += b.pkts[i]->pkt_len;
+    uint64_t bytes = b.bytes;
     const uint16_t sent = rte_eth_tx_burst(p_.ports[pi].port_id, p_.index, b.pkts, b.n);
     for (uint16_t i = sent; i < b.n; ++i) {
       bytes -= b.pkts[i]->pkt_len;
@@ -1727,6 +1747,7 @@ void Worker::flush_tx() {
     counter_add(counters_.tx_packets, sent);
     counter_add(counters_.tx_bytes, bytes);
     b.n = 0;
+    b.bytes = 0;
   }
 }
 

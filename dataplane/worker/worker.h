@@ -181,6 +181,7 @@ class Worker {
 
   struct TxBuffer {
     rte_mbuf* pkts[2 * kBurst];
+    uint64_t bytes = 0;  // of pkts[0, n): tx() adds each length as it queues the packet
     uint16_t n = 0;
   };
   // What the route stage does to a packet besides routing it.
@@ -193,6 +194,17 @@ class Worker {
     IpAddr tunnel_dst;
   };
 
+  // What stage_fast's first pass (fast_hash) read of each packet it took, for the later passes:
+  // they need not load the mbuf or the header again (each load of a fresh mbuf's fields
+  // waits for the driver's copy of the frame, which the first pass already waited for).
+  struct FastWire {
+    uint8_t* l3[kBurst];      // the IPv4 header
+    uint64_t addrs[kBurst];   // its source and destination, as loaded from the header
+    uint32_t ports[kBurst];   // the transport source and destination ports, likewise
+    uint32_t len[kBurst];     // the frame's length (pkt_len)
+    uint16_t total[kBurst];   // the IPv4 total length
+    uint8_t proto[kBurst];
+  };
   // A received burst and what stage_fast's first pass found: `hashed` packets (all of them
   // when the burst may take the fast path) with their flow hash and first bucket, prefetched;
   // `flows_prefetched` once the second pass has prefetched their flows (and set `hint`).
@@ -201,11 +213,12 @@ class Worker {
     uint32_t hash[kBurst];
     uint32_t b0[kBurst];
     uint32_t hint[kBurst];
+    FastWire wire;
     uint16_t n = 0;
     uint16_t hashed = 0;
     bool flows_prefetched = false;
   };
-  // `hashed`: fast_hash ran on it already (hash_, b0_, hint_, fast_hashed_,
+  // `hashed`: fast_hash ran on it already (hash_, b0_, hint_, wire_, fast_hashed_,
   // fast_flows_prefetched_).
   void process_burst(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool hashed = false);
   // process_burst for a burst whose first fast pass ran already (rx_port's pipeline).
@@ -214,12 +227,13 @@ class Worker {
   uint32_t rx_port(uint16_t pi);
   // The established-flow fast path: returns n when it forwarded the whole burst, 0 when it
   // left the burst, unchanged, to the stages. Its first pass (fast_hash: check, hash and
-  // prefetch the first bucket; returns how many packets it hashed before one that cannot take
-  // the fast path) and its second (fast_prefetch_flows: the flows' hints) may have run
-  // earlier: stage_fast starts after them, from hash_, b0_, hint_, fast_hashed_ and
+  // prefetch the first bucket, note what the later passes need in `wire`; returns how many
+  // packets it hashed before one that cannot take the fast path, and adds their lengths to
+  // *bytes when given) and its second (fast_prefetch_flows: the flows' hints) may have run
+  // earlier: stage_fast starts after them, from hash_, b0_, hint_, wire_, fast_hashed_ and
   // fast_flows_prefetched_.
   uint16_t fast_hash(uint16_t in_port, rte_mbuf** pkts, uint16_t n, uint32_t* hash,
-                     uint32_t* b0) const;
+                     uint32_t* b0, FastWire* wire, uint64_t* bytes = nullptr) const;
   void fast_prefetch_flows(const uint32_t* hash, const uint32_t* b0, uint32_t* hint,
                            uint16_t n) const {
     for (uint16_t i = 0; i < n; ++i) hint[i] = flows_.prefetch_flows_or_second(hash[i], b0[i]);
@@ -296,6 +310,8 @@ class Worker {
   void solicit(NeighborCache::Entry* e, uint16_t port_index);
   void learn(const IpAddr& a, const MacAddr& mac, uint16_t port_index, bool from_wire);
   void tx(uint16_t port_index, rte_mbuf* m);
+  // The same for a caller that has the packet's length at hand.
+  void tx(uint16_t port_index, rte_mbuf* m, uint32_t len);
   void flush_tx();
   void drop(rte_mbuf* m, Drop reason);
   void service_pending();
@@ -392,6 +408,9 @@ class Worker {
   };
   Extra extra_[kBurst];
   const NhCacheEntry* fast_nh_[kBurst];  // stage_fast: each packet's cached next hop
+  // What fast_hash read of the burst in hand: wire_own_, or the Prepared burst's.
+  FastWire wire_own_;
+  const FastWire* wire_ = &wire_own_;
   // A burst stage_fast left to the stages: its first fast_hashed_ packets have hash_ and bp_
   // (their first buckets prefetched), and with fast_flows_prefetched_ their flows (or second
   // buckets) are prefetched: stage_classify need not do that again.

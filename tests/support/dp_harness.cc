@@ -155,7 +155,8 @@ DataplaneHarness::DataplaneHarness(const std::string& config_toml, HarnessOption
     for (uint16_t q = 0; q < nq; ++q) {
       const std::string n = std::to_string(inst) + "_" + std::to_string(i) + "_" + std::to_string(q);
       rx[q] = rte_ring_create(("hrx" + n).c_str(), 1024, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
-      tx[q] = rte_ring_create(("htx" + n).c_str(), 1024, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
+      tx[q] = rte_ring_create(("htx" + n).c_str(), opt_.tx_ring_size, 0,
+                              RING_F_SP_ENQ | RING_F_SC_DEQ);
       if (!rx[q] || !tx[q]) throw std::runtime_error("cannot create harness rings");
     }
     rx_rings_.push_back(rx);

@@ -33,6 +33,8 @@ struct HarnessOptions {
   bool rss = false;
   // WorkerParams::pipeline: full bursts of fast-path candidates are held for the next poll.
   bool pipeline = false;
+  // Each TX ring's size (a power of two; it holds one less): small to make TX fill up.
+  uint32_t tx_ring_size = 1024;
 };
 
 class DataplaneHarness {

@@ -423,6 +423,9 @@ TEST(WorkerPipeline, a_full_established_burst_leaves_one_poll_later_in_order_and
   EXPECT_EQ(piped.poll_each_once(t), want);  // then both, the held one first
   EXPECT_EQ(piped.counters().fast_path_packets, fast0 + both.size());
   EXPECT_EQ(piped.counters().fast_path_packets, plain.counters().fast_path_packets);
+  // The pipeline counts bytes from its own loads of the lengths: the same totals.
+  EXPECT_EQ(piped.counters().rx_bytes, plain.counters().rx_bytes);
+  EXPECT_EQ(piped.counters().tx_bytes, plain.counters().tx_bytes);
   EXPECT_TRUE(piped.balanced());
 
   // Not held: a full burst with a packet the fast path does not take (a SYN of a new flow).
@@ -432,7 +435,36 @@ TEST(WorkerPipeline, a_full_established_burst_leaves_one_poll_later_in_order_and
   piped.inject(mixed, t);
   EXPECT_EQ(piped.poll_each_once(t), want_mixed);
   EXPECT_EQ(piped.counters().flows_created, plain.counters().flows_created);
+  EXPECT_EQ(piped.counters().rx_bytes, plain.counters().rx_bytes);
+  EXPECT_EQ(piped.counters().tx_bytes, plain.counters().tx_bytes);
   EXPECT_TRUE(piped.balanced());
+}
+
+// A TX ring that takes only part of a burst: the rest is dropped as tx_full, and tx_bytes
+// counts only the frames that left (the bytes are summed as packets are queued for TX, and
+// the unsent ones taken back).
+TEST(WorkerPipeline, a_full_tx_ring_drops_the_rest_as_tx_full_and_counts_only_bytes_sent) {
+  HarnessOptions small;
+  small.tx_ring_size = 16;  // holds 15
+  DataplaneHarness h(kDemoTopology, small);
+  const FastCase c = fast_case(h.config());
+  uint64_t t = kT0;
+  for (const Bytes& f : c.setup) {
+    h.send(f, t);
+    t += 1000;
+  }
+  const uint64_t tx0 = h.counters().tx_packets, bytes0 = h.counters().tx_bytes;
+  const uint64_t fast0 = h.counters().fast_path_packets;
+  const std::vector<Bytes> burst = established(c, 20);
+  const std::vector<Bytes> out = h.send(burst, t += 1'000'000);
+  ASSERT_EQ(out.size(), 15u);
+  EXPECT_EQ(h.counters().fast_path_packets, fast0 + burst.size());
+  EXPECT_EQ(h.drops(Drop::kTxFull), 5u);
+  EXPECT_EQ(h.counters().tx_packets, tx0 + 15);
+  uint64_t out_bytes = 0;
+  for (const Bytes& f : out) out_bytes += f.size();
+  EXPECT_EQ(h.counters().tx_bytes, bytes0 + out_bytes);
+  EXPECT_TRUE(h.balanced());
 }
 
 // Stopping the worker forwards a held burst: nothing is lost at exit.
