@@ -2,6 +2,7 @@
 // hop-limit decrement. Incremental checksums per RFC 1624. Worker lcores; pure inline.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <cstring>
 
@@ -114,13 +115,12 @@ MG_ALWAYS_INLINE void nat_rewrite_ipv4_ttl(uint8_t* ip, uint8_t* l4, uint8_t pro
                                            const uint8_t* addr4, uint16_t port_be) {
   uint8_t* field = ip + (kDst ? 16 : 12);
   const uint64_t addr_delta = csum_delta32(field, addr4);
-  // TTL and protocol share one 16-bit word, the TTL first. The new word is built, not read
-  // back after the byte store (a wide load of a narrower store stalls store forwarding).
-  const uint8_t ttl_proto[2] = {uint8_t(ip[8] - 1), ip[9]};
-  const uint16_t old_ttl_word = ld16(ip + 8);
-  const uint16_t new_ttl_word = ld16(ttl_proto);
-  ip[8] = ttl_proto[0];
-  csum_apply_small_delta(ip + 10, addr_delta + csum_delta16(old_ttl_word, new_ttl_word));
+  // TTL and protocol share one 16-bit word, the TTL first: with the TTL above 0 the decrement
+  // takes the word (memory order) from w to w - u, u being the TTL byte's unit (1 on a
+  // little-endian host), so its delta ~w + (w - u) is the constant 0xffff - u.
+  constexpr uint64_t kTtlDecDelta = std::endian::native == std::endian::little ? 0xfffe : 0xfeff;
+  ip[8] = uint8_t(ip[8] - 1);
+  csum_apply_small_delta(ip + 10, addr_delta + kTtlDecDelta);
   std::memcpy(field, addr4, 4);
   uint8_t* pfield = l4 + (kDst ? 2 : 0);
   const uint64_t l4_delta = addr_delta + csum_delta16(ld16(pfield), port_be);
