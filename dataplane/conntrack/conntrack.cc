@@ -1,6 +1,7 @@
 #include "dataplane/conntrack/conntrack.h"
 
 #include <algorithm>
+#include <vector>
 
 #include <rte_prefetch.h>
 
@@ -73,6 +74,7 @@ bool FlowTable::init(uint32_t max_flows, int socket, const ConntrackTimeouts& t,
                      const AddrTable* addrs) {
   const uint32_t slots = slot_count(max_flows);
   timeouts_ = t;
+  unassured_ms_ = std::min(t.tcp_syn_ms, t.tcp_established_ms);
   addrs_ = addrs;
   const uint32_t nb = bucket_count(slots);
   const uint32_t ne = embryo_count(slots);
@@ -181,7 +183,10 @@ Tuple FlowTable::reply_tuple(const Flow& f) const {
 }
 
 bool FlowTable::embryonic(const Flow& f) const {
-  if (f.proto == kProtoTcp) return f.state == TcpState::kSynSent || f.state == TcpState::kSynRecv;
+  if (f.proto == kProtoTcp) {
+    return f.state == TcpState::kSynSent || f.state == TcpState::kSynRecv ||
+           !(f.flags & kFlowSeenReply);
+  }
   return !(f.flags & kFlowSeenReply) && !is_dsr(f.mode);
 }
 
@@ -190,7 +195,9 @@ uint32_t FlowTable::timeout_ms(const Flow& f) const {
     case TcpState::kNone: return f.proto == kProtoUdp ? timeouts_.udp_ms : timeouts_.other_ms;
     case TcpState::kSynSent:
     case TcpState::kSynRecv: return timeouts_.tcp_syn_ms;
-    case TcpState::kEstablished: return timeouts_.tcp_established_ms;
+    case TcpState::kEstablished:
+      // Unassured (picked up mid-stream, the other direction not seen yet): a handshake's time.
+      return f.flags & kFlowSeenReply ? timeouts_.tcp_established_ms : unassured_ms_;
     case TcpState::kFinWait:
     case TcpState::kCloseWait:
     case TcpState::kLastAck: return timeouts_.tcp_fin_ms;
@@ -348,12 +355,10 @@ Flow* FlowTable::insert_once(const Tuple& orig, const FlowTarget& to, uint32_t n
   }
   ++active_;
   // A TCP flow first seen mid-stream (not a SYN) is taken as established (a restarted gateway
-  // or an ECMP change must not break it); touch() refines the state from the flags.
-  if (orig.proto == kProtoTcp) {
-    set_state(&f, TcpState::kEstablished);
-  } else if (!dsr) {
-    push_embryo(idx);  // until a reply is seen
-  }
+  // or an ECMP change must not break it), but unassured until its other direction shows;
+  // touch() refines the state from the flags.
+  if (orig.proto == kProtoTcp) set_state(&f, TcpState::kEstablished);
+  else if (embryonic(f)) push_embryo(idx);  // an eviction candidate until a reply is seen
   f.expire_ms = now_ms + timeout_ms(f);
   return &f;
 }
@@ -370,11 +375,11 @@ void FlowTable::remove(Flow* f) {
 
 void FlowTable::set_state(Flow* f, TcpState s) {
   established_ += (s == TcpState::kEstablished) - (f->state == TcpState::kEstablished);
-  if ((s == TcpState::kSynSent || s == TcpState::kSynRecv) && f->state != TcpState::kSynSent &&
-      f->state != TcpState::kSynRecv) {
-    push_embryo(uint32_t(f - flows_));
-  }
+  // Filed as an eviction candidate when it becomes one (a new flow, a SYN reopening an
+  // assured one), not again while it stays one: the ring holds half as many entries as slots.
+  const bool was = f->state != TcpState::kNone && embryonic(*f);
   f->state = s;
+  if (!was && s != TcpState::kNone && embryonic(*f)) push_embryo(uint32_t(f - flows_));
 }
 
 void FlowTable::push_embryo(uint32_t idx) {
@@ -418,8 +423,10 @@ void FlowTable::touch_slow(Flow* f, FlowDir dir, uint8_t flags, uint32_t now_ms)
     } else if (flags & kTcpAck) {
       const bool dsr = is_dsr(f->mode);
       if (orig && (s == TcpState::kSynRecv || (dsr && s == TcpState::kSynSent))) {
-        // DSR never sees the SYN-ACK: the client's ACK is all the handshake there is to see.
+        // DSR never sees the SYN-ACK: the client's ACK is all the handshake there is to see,
+        // and it assures the flow.
         s = TcpState::kEstablished;
+        if (dsr) f->flags |= kFlowSeenReply;
       } else if (s == TcpState::kLastAck) {
         // The ACK of the last FIN comes from the side that did not send it.
         const bool last_fin_reply = f->flags & kFlowLastFinReply;
@@ -429,6 +436,58 @@ void FlowTable::touch_slow(Flow* f, FlowDir dir, uint8_t flags, uint32_t now_ms)
     if (s != f->state) set_state(f, s);
   }
   f->expire_ms = now_ms + timeout_ms(*f);
+}
+
+const char* FlowTable::audit(uint32_t now_ms) const {
+  // 0 = unseen, 1 = in use (a flow's slots), 2 = free single, 3 = free line.
+  std::vector<uint8_t> seen(n_slots_, 0);
+  uint32_t used = 0;
+  for (uint32_t idx = 0; idx < n_slots_; ++idx) {
+    if (!heads(idx)) continue;
+    seen[idx] = 1;
+    ++used;
+    if (flows_[idx].v6()) {
+      if (idx & 1) return "an IPv6 flow starts in an odd slot";
+      seen[idx + 1] = 1;
+    }
+  }
+  if (used != active_) return "active() is not the number of flows";
+  uint32_t n = 0;
+  for (uint32_t e = free_pair_head_; e != kEmpty; e = flows_[e].expire_ms) {
+    if (e >= n_slots_ || (e & 1)) return "a free line link points outside the table";
+    if (seen[e] || seen[e + 1]) return "a free line is in use or listed twice";
+    seen[e] = seen[e + 1] = 3;
+    if (++n > n_slots_) return "the free line list loops";
+  }
+  uint32_t prev = kEmpty;
+  n = 0;
+  for (uint32_t e = free_single_head_; e != kEmpty; prev = e, e = flows_[e].expire_ms) {
+    if (e >= n_slots_) return "a free slot link points outside the table";
+    if (seen[e]) return "a free slot is in use or listed twice";
+    if (flows_[e].client4 != prev) return "a free slot's back link is wrong";
+    if (seen[e ^ 1] != 1) return "a free slot's line-mate is not in use";
+    seen[e] = 2;
+    if (++n > n_slots_) return "the free slot list loops";
+  }
+  for (uint32_t idx = 0; idx < n_slots_; ++idx) {
+    if (!seen[idx]) return "a slot is neither in use nor free";
+  }
+  for (uint32_t idx = 0; idx < n_slots_; ++idx) {
+    if (!heads(idx)) continue;
+    const Flow& f = flows_[idx];
+    if (int32_t(f.expire_ms - now_ms) <= 0) continue;  // lookups would not return it
+    FlowDir dir;
+    const Tuple o = original_tuple(f);
+    if (const_cast<FlowTable*>(this)->peek(o, hash(o), buckets_of(hash(o)), now_ms, &dir) != &f) {
+      return "a flow is not found by its original tuple";
+    }
+    if (is_dsr(f.mode)) continue;
+    const Tuple r = reply_tuple(f);
+    if (const_cast<FlowTable*>(this)->peek(r, hash(r), buckets_of(hash(r)), now_ms, &dir) != &f) {
+      return "a flow is not found by its reply tuple";
+    }
+  }
+  return nullptr;
 }
 
 // ---- aging -------------------------------------------------------------------------------

@@ -54,6 +54,11 @@ enum class TcpState : uint8_t {
 const char* tcp_state_name(TcpState s);
 
 // Flow::flags
+// Both directions of the connection are known to exist: a reply was seen, or (DSR, whose
+// replies never pass here) the client completed a handshake whose SYN we saw. Until then the
+// flow is unassured, as Linux conntrack calls it: a TCP flow picked up mid-stream lives only as
+// long as a handshake (tcp_syn_ms) and, like a half-open one, is evicted first when the table
+// is full, so packets that start no connection cannot squat the table.
 inline constexpr uint8_t kFlowSeenReply = 1 << 0;
 inline constexpr uint8_t kFlowFinOrig = 1 << 1;
 inline constexpr uint8_t kFlowFinReply = 1 << 2;
@@ -141,7 +146,7 @@ struct FlowTarget {
 
 struct FlowTableStats {
   uint64_t expired = 0;   // reclaimed by timeout (sweep or lookup)
-  uint64_t evicted = 0;   // not-yet-established flows reclaimed to make room
+  uint64_t evicted = 0;   // half-open or unassured flows reclaimed to make room
   uint64_t insert_failed = 0;
 };
 
@@ -153,7 +158,7 @@ class FlowTable {
   // examines at most kSweepPerMs slots per millisecond.
   static constexpr uint32_t kSweepMinPeriodMs = 1024;
   static constexpr uint32_t kSweepPerMs = 256;
-  // Candidates examined to find a not-yet-established flow to evict when full.
+  // Candidates examined to find a half-open or unassured flow to evict when full.
   static constexpr uint32_t kEvictTries = 16;
 
   struct alignas(64) Bucket {
@@ -272,8 +277,8 @@ class FlowTable {
     return nullptr;
   }
 
-  // Adds a flow for the original tuple `orig`. When full, a not-yet-established flow is evicted
-  // first; nullptr when that fails too (the caller forwards statelessly).
+  // Adds a flow for the original tuple `orig`. When full, a half-open or unassured flow is
+  // evicted first; nullptr when that fails too (the caller forwards statelessly).
   Flow* insert(const Tuple& orig, const FlowTarget& to, uint32_t now_ms);
   void remove(Flow* f);
 
@@ -292,8 +297,10 @@ class FlowTable {
   }
   // That inline case alone, for a caller that has checked its conditions: a TCP flow in
   // ESTABLISHED, a segment without SYN, FIN or RST, from the client or after a reply was seen.
+  // An unassured flow (no reply yet) stays unassured and lives a handshake's time.
   MG_ALWAYS_INLINE void touch_established(Flow* f, uint32_t now_ms) {
-    f->expire_ms = now_ms + timeouts_.tcp_established_ms;
+    f->expire_ms = now_ms + ((f->flags & kFlowSeenReply) ? timeouts_.tcp_established_ms
+                                                          : unassured_ms_);
   }
 
   // Sweeps as many slots as the time since the last call asks for (all of them after a
@@ -311,6 +318,11 @@ class FlowTable {
     uint64_t in_first = 0;
   };
   IndexOccupancy index_occupancy() const;
+
+  // Walks the whole table (tests): every slot is in use or on exactly one free list, the
+  // lists' links agree, the counts add up, and every flow is found by its tuples. nullptr when
+  // sound, else what is wrong.
+  const char* audit(uint32_t now_ms) const;
 
   uint32_t active() const { return active_; }
   uint32_t established() const { return established_; }
@@ -462,6 +474,7 @@ class FlowTable {
   uint32_t established_ = 0;
   const AddrTable* addrs_ = nullptr;
   ConntrackTimeouts timeouts_;
+  uint32_t unassured_ms_ = 0;  // an ESTABLISHED flow without a reply: min(syn, established)
   FlowTableStats stats_;
 
   // Sweep: the next slot to examine, the clock of the last advance(), and the slots owed
@@ -472,7 +485,7 @@ class FlowTable {
   uint32_t sweep_period_ms_ = kSweepMinPeriodMs;
   bool sweep_started_ = false;
 
-  // Recently created not-yet-established flows (first slots), oldest first: eviction
+  // Recently created half-open or unassured flows (first slots), oldest first: eviction
   // candidates. A power of two of at least half the slots; an overrun forgets the oldest.
   uint32_t* embryo_ = nullptr;
   uint32_t embryo_mask_ = 0;

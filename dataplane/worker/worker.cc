@@ -511,7 +511,6 @@ void Worker::process_burst(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool h
   if (proxy_) stage_stack(pkts, n);
   stage_icmp_error(pkts, n);
   stage_local(pkts, n);
-  stage_reply(pkts, n);
   stage_route(pkts, n);
   stage_dispatch(pkts, n);
   if (proxy_) send_generated();
@@ -587,9 +586,9 @@ uint16_t Worker::stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool 
                              &dir);
     if (!f || f->mode != Mode::kDnat || (resets && snap_->reset_flows_of(f->stat_id))) return 0;
     // A TCP segment must leave its flow as it is but for the expiry (the inline case of
-    // FlowTable::touch): then the touches of a burst commute, and stage_flow's order (all
-    // client packets before all replies) and this one's (burst order) end the same. UDP
-    // touches commute anyway (they set the expiry and the seen-reply flag).
+    // FlowTable::touch: ESTABLISHED, and not the first reply, which assures the flow). UDP
+    // touches set the expiry and the seen-reply flag. Either way burst order, stage_flow's, is
+    // kept.
     if (proto == kProtoTcp && (f->state != TcpState::kEstablished ||
                                (dir == FlowDir::kReply && !(f->flags & kFlowSeenReply)))) {
       return 0;
@@ -883,8 +882,10 @@ void Worker::stage_flow(rte_mbuf** pkts, uint16_t n) {
         next_[i] = kNextDrop;
         drop_[i] = Drop::kBackendRemoved;
       } else if (dir == FlowDir::kReply) {
-        flow_[i] = f;
-        next_[i] = kNextReply;
+        // Translated now, in burst order with the client's packets: the state follows the
+        // wire (an ACK right behind its SYN-ACK), and a later packet of this burst may evict
+        // the flow to make room.
+        reverse(mb, i, f);
         if (m.is_fragment()) {
           frags_->remember(t.src, t.dst, t.proto, m.ip_id, flows_.index_of(f),
                            flows_.created_ms(*f), uint8_t(FlowDir::kReply), now_ms);
@@ -1046,6 +1047,42 @@ void Worker::reverse(rte_mbuf* mb, uint16_t i, Flow* f) {
   to_route(mb, i, f->stat_id);
 }
 
+bool Worker::reverse_stateless(rte_mbuf* mb, uint16_t i) {
+  PacketMeta& m = meta_[i];
+  // A client is never one of the gateway's own addresses (a reply to a fullnat address
+  // without a flow is just that).
+  if (m.is_fragment() || (m.l4_proto != kProtoTcp && m.l4_proto != kProtoUdp) ||
+      is_local_like(m.dst)) {
+    return false;
+  }
+  uint32_t count = 0;
+  const uint32_t* svcs = snap_->services_of_backend(m.src, m.sport, m.l4_proto, &count);
+  for (uint32_t k = 0; k < count; ++k) {
+    const SnapService& s = snap_->services[svcs[k]];
+    if (s.mode != Mode::kDnat || !s.table_size || s.vip.is_v4() != m.dst.is_v4()) continue;
+    // The client's packets hashed (client, VIP, ports) to pick their backend: the same pick
+    // for the reversed reply says it is this service's connection (a backend serving several
+    // VIPs is told apart by it, unless two of them pick it for the same client tuple).
+    const uint32_t h = FlowTable::hash(Tuple{m.dst, s.vip, m.dport, s.port_be, m.l4_proto});
+    const uint32_t bi = lb_lookup(s.table, s.table_size, h);
+    if (bi == kNoBackend) continue;
+    const SnapBackend& be = snap_->backends[s.first_backend + bi];
+    if (be.port_be != m.sport || !(be.address == m.src)) continue;
+    if (m.ttl <= 1) {
+      send_icmp_error(mb, m, i, m.l3 == L3::kIpv4 ? kIcmpTimeExceeded : kIcmp6TimeExceeded, 0,
+                      0);
+      next_[i] = kNextDrop;
+      drop_[i] = Drop::kTtlExceeded;
+      return true;
+    }
+    counter_add(counters_.stateless_packets, 1);
+    nat_rewrite<false>(rte_pktmbuf_mtod(mb, uint8_t*), &m, s.vip, s.port_be);
+    to_route(mb, i, be.stat_id < kMaxBackendStats ? be.stat_id : 0);
+    return true;
+  }
+  return false;
+}
+
 bool Worker::pick_fullnat(const IpAddr& backend, uint16_t backend_port_be, uint8_t proto,
                           uint32_t flow_hash, FlowTarget* to, Drop* why) {
   const std::vector<LocalNat>& pool = backend.is_v4() ? snap_->fullnat_v4 : snap_->fullnat_v6;
@@ -1180,8 +1217,10 @@ void Worker::stage_lookup(rte_mbuf** pkts, uint16_t n) {
       }
       if (!is_echo_request(m) &&
           (snap_->is_fullnat_address(m.dst) || snap_->is_backend(m.src, m.sport, m.l4_proto))) {
-        next_[i] = kNextDrop;
-        drop_[i] = Drop::kReplyNoFlow;
+        if (!reverse_stateless(pkts[i], i)) {
+          next_[i] = kNextDrop;
+          drop_[i] = Drop::kReplyNoFlow;
+        }
         continue;
       }
     }
@@ -1395,13 +1434,6 @@ void Worker::stage_local(rte_mbuf** pkts, uint16_t n) {
     m.ttl = kLocalTtl;
     counter_add(counters_.echo_replies, 1);
     next_[i] = kNextRoute;
-  }
-}
-
-void Worker::stage_reply(rte_mbuf** pkts, uint16_t n) {
-  if (!next_mask(n, kNextReply, kNextReply)) return;  // the common burst has none
-  for (uint16_t i = 0; i < n; ++i) {
-    if (next_[i] == kNextReply) reverse(pkts[i], i, flow_[i]);
   }
 }
 

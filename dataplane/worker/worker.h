@@ -169,7 +169,6 @@ class Worker {
     kNextMiss,      // a tracked protocol without a flow here: another worker's, local or nothing
     kNextLookup,    // not tracked: a later fragment, local, or nothing
     kNextLocal,     // to a local address, VIP or fullnat address without a flow
-    kNextReply,     // reply of a tracked flow
     kNextRoute,     // ready for route + neighbor + L2 rewrite
     kNextTx,        // out_[i] says which port
     kNextPending,   // waiting for a neighbor
@@ -246,7 +245,6 @@ class Worker {
   void stage_lookup(rte_mbuf** pkts, uint16_t n);
   void stage_icmp_error(rte_mbuf** pkts, uint16_t n);
   void stage_local(rte_mbuf** pkts, uint16_t n);
-  void stage_reply(rte_mbuf** pkts, uint16_t n);
   void stage_route(rte_mbuf** pkts, uint16_t n);
   void stage_dispatch(rte_mbuf** pkts, uint16_t n);
   // Proxy: segments to the TCP stack; the frames it emitted through route and dispatch.
@@ -281,6 +279,10 @@ class Worker {
   MG_ALWAYS_INLINE void forward_flow(rte_mbuf* m, uint16_t i, Flow* f);
   // Reverse translation of a backend's packet.
   void reverse(rte_mbuf* m, uint16_t i, Flow* f);
+  // A backend's packet without a flow, of a dnat connection forwarded statelessly (the table
+  // was full): translated back to the VIP whose Maglev table picks this backend for the
+  // reversed tuple. False when no service does.
+  bool reverse_stateless(rte_mbuf* m, uint16_t i);
   // A later fragment follows its first (kNone) or the reason it cannot.
   Drop follow_fragment(rte_mbuf* m, uint16_t i);
   bool pick_fullnat(const IpAddr& backend, uint16_t backend_port_be, uint8_t proto,

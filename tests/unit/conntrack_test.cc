@@ -52,6 +52,12 @@ class FlowTableTest : public ::testing::Test {
     to.vip_id = kVip6Id;
     return to;
   }
+  // A flow whose reply was seen: assured, never evicted for room (the capacity tests).
+  Flow* insert_assured(const Tuple& t, const FlowTarget& to, uint32_t now = 0) {
+    Flow* f = table_.insert(t, to, now);
+    if (f) table_.touch(f, FlowDir::kReply, kTcpAck, now);
+    return f;
+  }
   Flow* find(const Tuple& t, uint32_t now, FlowDir* dir = nullptr) {
     FlowDir d;
     return table_.lookup(t, FlowTable::hash(t), now, dir ? dir : &d);
@@ -153,7 +159,7 @@ TEST_F(FlowTableTest, every_insert_succeeds_until_the_pool_is_full_and_all_flows
     }
     t.sport = uint16_t(rng());
     if (find(t, 0)) continue;  // duplicate tuple
-    ASSERT_NE(table_.insert(t, dnat(), 0), nullptr) << "insert " << i << " failed";
+    ASSERT_NE(insert_assured(t, dnat()), nullptr) << "insert " << i << " failed";
     tuples.push_back(t);
     used += v6 ? 2 : 1;
   }
@@ -185,7 +191,7 @@ TEST_F(FlowTableTest, keys_stay_in_their_first_bucket_until_it_is_half_full_and_
       t.src = IpAddr::v4(0xc0000000u | (rng() & 0xffffff));
       t.sport = uint16_t(rng());
       if (find(t, 0)) continue;  // duplicate tuple
-      ASSERT_NE(table_.insert(t, dnat(), 0), nullptr) << "insert " << inserted << " failed";
+      ASSERT_NE(insert_assured(t, dnat()), nullptr) << "insert " << inserted << " failed";
       ++inserted;
     }
   };
@@ -363,7 +369,7 @@ TEST_F(FlowTableTest, flows_with_hour_long_timeouts_expire_on_time) {
   to.tcp_established_ms = 7'200'000;  // 2 h
   ASSERT_TRUE(init(64, to));
   table_.advance(0);
-  Flow* f = table_.insert(client(1), dnat(), 0);  // mid-stream: established
+  Flow* f = insert_assured(client(1), dnat());  // mid-stream, then a reply: established
   ASSERT_EQ(f->state, TcpState::kEstablished);
   for (uint32_t t = 0; t < 7'190'000; t += 10'000) ASSERT_EQ(table_.advance(t), 0u) << t;
   uint32_t reclaimed = 0;
@@ -462,7 +468,7 @@ TEST_F(FlowTableTest, ipv4_and_ipv6_flows_share_the_slots_without_losing_one) {
     if (rng() % 100 < 55) {
       const bool v6 = rng() % 3 == 0;
       const Tuple t = tuple_of(v6);
-      Flow* f = table_.insert(t, v6 ? dnat6() : dnat(), 0);
+      Flow* f = insert_assured(t, v6 ? dnat6() : dnat());
       ASSERT_EQ(f != nullptr, v6 ? free_line : free_slots > 0) << "step " << step;
       ++(f ? inserted : refused)[v6];
       if (!f) continue;
@@ -560,7 +566,7 @@ TEST_F(FlowTableTest, a_full_table_evicts_half_open_flows_first_and_never_establ
   // forwards statelessly).
   table_.destroy();
   ASSERT_TRUE(init(64));
-  for (uint32_t i = 0; i < 64; ++i) ASSERT_NE(table_.insert(client(i), dnat(), 0), nullptr);
+  for (uint32_t i = 0; i < 64; ++i) ASSERT_NE(insert_assured(client(i), dnat()), nullptr);
   EXPECT_EQ(table_.insert(client(999), dnat(), 0), nullptr);
   EXPECT_EQ(table_.stats().insert_failed, 1u);
 }

@@ -671,31 +671,6 @@ TEST(WorkerDnat, udp_flow_expires_after_its_timeout_and_is_counted) {
   EXPECT_EQ(h.counters().flows_created, 2u);
 }
 
-TEST(WorkerDnat, full_flow_table_still_forwards_statelessly_to_the_same_backend_and_counts_it) {
-  DataplaneHarness h(kDemoTopology, 1024);
-  std::string last_backend;
-  // Mid-stream packets: established flows, which are never evicted to make room.
-  for (int i = 0; i < 1100; ++i) {
-    const std::string client = "192.0.2." + std::to_string(1 + i % 250);
-    const uint16_t cport = uint16_t(30000 + i);
-    const auto out = h.send(tcp_frame(client.c_str(), cport, "203.0.113.10", 80, pkt::kTcpAck), kT0);
-    ASSERT_EQ(out.size(), 1u);
-    const auto d = pkt::decode(out[0]);
-    last_backend = d.dst.str();
-    EXPECT_EQ(d.dst.str() + ":" + std::to_string(d.dport),
-              expected_backend(h.config(), "web", client.c_str(), cport));
-  }
-  EXPECT_EQ(h.worker().flows().active(), 1024u);
-  EXPECT_EQ(h.counters().flows_created, 1024u);
-  EXPECT_EQ(h.counters().stateless_packets, 1100u - 1024u);
-  EXPECT_EQ(h.drops_total(), 0u);
-  // The reply of an untracked flow cannot be reverse-translated; it is named as such.
-  const pkt::EthHdr from_backend{kGw, kBackendMac.at(last_backend)};
-  h.send(tcp_frame(last_backend.c_str(), 8080, "192.0.2.100", 31099, pkt::kTcpAck, 64,
-                   from_backend), kT0 + 1);
-  EXPECT_EQ(h.drops(Drop::kReplyNoFlow), 1u);
-}
-
 // ---- local responders -----------------------------------------------------------------------
 
 TEST(WorkerLocal, arp_request_for_a_vip_or_local_address_gets_a_reply) {
