@@ -678,16 +678,32 @@ void Worker::stage_classify(rte_mbuf** pkts, uint16_t n) {
   for (uint16_t i = 0; i < n; ++i) {
     if (next_[i] != kNextIp) continue;
     const PacketMeta& m = meta_[i];
+    // RFC 1812 §5.3.4, RFC 1122 §3.3.6: unicast IP in a frame to a group MAC is neither
+    // forwarded nor answered. (stage_fast takes only frames to the port's own MAC.)
+    if (MG_UNLIKELY(m.flags & kPktL2Multicast) && !is_group_address(m.dst, m.l3 == L3::kIpv4)) {
+      next_[i] = kNextDrop;
+      drop_[i] = Drop::kUnicastInL2Broadcast;
+      continue;
+    }
     if (m.l3 == L3::kIpv6 && m.l4_proto == kProtoIcmp6 && m.has_l4() &&
         m.icmp_type >= kNdpRouterSolicit && m.icmp_type <= kNdpRedirect) {
       next_[i] = kNextNdp;
       continue;
     }
+    const bool l4 = trackable(m);
+    if (!l4) {
+      // ICMP errors and untracked packets never hit the flow fast path: check them here.
+      // Tracked ones are checked by stage_flow when they match no flow.
+      if (const Drop d = martian(m); MG_UNLIKELY(d != Drop::kNone)) {
+        next_[i] = kNextDrop;
+        drop_[i] = d;
+        continue;
+      }
+    }
     if ((m.l4_proto == kProtoIcmp || m.l4_proto == kProtoIcmp6) && is_icmp_error(m)) {
       next_[i] = kNextIcmpError;
       continue;
     }
-    const bool l4 = trackable(m);
     // Bulk lookup, first phase: hash every packet and prefetch its two buckets (stage_fast
     // hashed its first fast_hashed_ packets, all IPv4 TCP/UDP: the same values, and prefetched
     // their first buckets).
@@ -723,6 +739,13 @@ void Worker::handle_arp(uint16_t in_port, rte_mbuf* mb, uint16_t i) {
   const PortRuntime& port = p_.ports[in_port];
   uint8_t* data = rte_pktmbuf_mtod(mb, uint8_t*);
   uint8_t* a = data + m.l3_off;
+  // A sender claiming one of our addresses or a subnet broadcast is spoofing or in conflict:
+  // neither learned nor answered (Linux validates the sender like an IP source, and is silent).
+  if (const AddrClass c = snap_->addr_class(m.arp_spa); MG_UNLIKELY(c != AddrClass::kOther)) {
+    next_[i] = kNextDrop;
+    drop_[i] = c == AddrClass::kGateway ? Drop::kSourceIsLocal : Drop::kSourceIsBroadcast;
+    return;
+  }
   const bool sender_ok = !m.arp_spa.is_zero() && on_link(in_port, m.arp_spa) &&
                          !m.arp_sha.is_multicast() && !m.arp_sha.is_zero();
   if (m.arp_op == kArpOpReply) {
@@ -792,9 +815,13 @@ void Worker::handle_ndp(uint16_t in_port, rte_mbuf* mb, uint16_t i) {
   }
   const IpAddr target = IpAddr::v6_bytes(icmp + 8);
   const bool src_unspecified = m.src.is_zero();
+  // As for ARP: a node using one of our addresses is spoofing or in conflict; its solicitation
+  // is not answered and its advertisement of our address not learned.
+  const bool claims_ours = snap_->addr_class(type == kNdpNeighborAdvert ? target : m.src) !=
+                           AddrClass::kOther;
 
   if (type == kNdpNeighborAdvert) {
-    if (lla && on_link(in_port, target)) {
+    if (lla && on_link(in_port, target) && !claims_ours) {
       MacAddr mac;
       std::memcpy(mac.b.data(), lla, 6);
       learn(target, mac, in_port, true);
@@ -803,6 +830,11 @@ void Worker::handle_ndp(uint16_t in_port, rte_mbuf* mb, uint16_t i) {
     return;
   }
 
+  if (claims_ours) {
+    next_[i] = kNextDrop;
+    drop_[i] = Drop::kSourceIsLocal;
+    return;
+  }
   if (lla && !src_unspecified && on_link(in_port, m.src)) {
     MacAddr mac;
     std::memcpy(mac.b.data(), lla, 6);
@@ -898,6 +930,12 @@ void Worker::stage_flow(rte_mbuf** pkts, uint16_t n) {
                            flows_.created_ms(*f), uint8_t(FlowDir::kOriginal), now_ms);
         }
       }
+      continue;
+    }
+    // No flow: the packet may start one. (Established flows passed this when created.)
+    if (const Drop d = martian(m); MG_UNLIKELY(d != Drop::kNone)) {
+      next_[i] = kNextDrop;
+      drop_[i] = d;
       continue;
     }
     const SnapService* svc = service_of(snap_, m);
@@ -1777,6 +1815,46 @@ bool Worker::on_link(uint16_t port_index, const IpAddr& a) const {
 
 bool Worker::is_local_like(const IpAddr& a) const {
   return snap_->local_port(a) >= 0 || snap_->is_vip(a) || snap_->is_fullnat_address(a);
+}
+
+bool Worker::is_group_address(const IpAddr& a, bool v4) const {
+  if (!v4) return a.b[0] == 0xff;  // RFC 4291 §2.7
+  const uint8_t a0 = a.b[12];
+  return (a0 >= 224 && a0 < 240) || a.v4_host() == 0xffffffffu ||
+         snap_->addr_class(a) == AddrClass::kSubnetBroadcast;
+}
+
+Drop Worker::martian(const PacketMeta& m) const {
+  if (m.l3 == L3::kIpv4) {
+    // RFC 1812 §5.3.7: never forward to 0/8, 127/8 or class E; 255.255.255.255 and multicast
+    // stay on their link (the gateway routes no multicast).
+    const uint8_t d0 = m.dst.b[12];
+    if ((d0 >= 224 && d0 < 240) || m.dst.v4_host() == 0xffffffffu) {
+      return Drop::kDestinationNotUnicast;
+    }
+    if (d0 == 0 || d0 == 127 || d0 >= 240) return Drop::kMartianDestination;
+  } else {
+    static constexpr uint8_t kLoopback[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    if (m.dst.b[0] == 0xff) return Drop::kDestinationNotUnicast;
+    if (m.dst.is_zero() || std::memcmp(m.dst.b, kLoopback, 16) == 0) {
+      return Drop::kMartianDestination;
+    }
+  }
+  // The source must be nobody the gateway is: a packet from a VIP (or a port or fullnat
+  // address) to a VIP would be balanced to a backend whose answer leaves as VIP -> VIP.
+  switch (snap_->addr_class(m.src)) {
+    case AddrClass::kGateway:
+      return Drop::kSourceIsLocal;
+    case AddrClass::kSubnetBroadcast:
+      return Drop::kSourceIsBroadcast;
+    case AddrClass::kOther:
+      break;
+  }
+  // RFC 2644: directed broadcasts are not forwarded.
+  if (m.l3 == L3::kIpv4 && snap_->addr_class(m.dst) == AddrClass::kSubnetBroadcast) {
+    return Drop::kDestinationNotUnicast;
+  }
+  return Drop::kNone;
 }
 
 }  // namespace meshgate::dp
