@@ -1337,7 +1337,10 @@ void Worker::send_icmp_error(const rte_mbuf* orig, const PacketMeta& om, uint16_
   uint8_t* out = rte_pktmbuf_mtod(mb, uint8_t*);
   const uint8_t* ip = rte_pktmbuf_mtod_offset(orig, const uint8_t*, om.l3_off);
   const uint32_t ip_len = std::min<uint32_t>(om.ip_len, orig->data_len - om.l3_off);
-  const uint32_t len = build_icmp_error(out, rte_pktmbuf_tailroom(mb), kEthHdrLen, ip, ip_len, v4,
+  // An answer leaves on the VLAN it was asked on: the error carries the packet's tag.
+  const bool tagged = om.flags & kPktVlan;
+  const uint32_t l2_len = tagged ? kEthHdrLen + kVlanHdrLen : kEthHdrLen;
+  const uint32_t len = build_icmp_error(out, rte_pktmbuf_tailroom(mb), l2_len, ip, ip_len, v4,
                                         from->addr, type, code, mtu);
   if (len == 0) {
     rte_pktmbuf_free(mb);
@@ -1345,7 +1348,11 @@ void Worker::send_icmp_error(const rte_mbuf* orig, const PacketMeta& om, uint16_
     return;
   }
   rte_pktmbuf_append(mb, uint16_t(len));
-  wr16(out + 12, v4 ? kEtherTypeIpv4 : kEtherTypeIpv6);
+  if (tagged) {
+    wr16(out + 12, kEtherTypeVlan);
+    wr16(out + 14, om.vlan_tci);
+  }
+  wr16(out + l2_len - 2, v4 ? kEtherTypeIpv4 : kEtherTypeIpv6);
   PacketMeta m;
   if (parse_packet(out, len, &m, false) != Drop::kNone) {
     rte_pktmbuf_free(mb);

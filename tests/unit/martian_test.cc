@@ -221,11 +221,7 @@ TEST(Martians, an_arp_request_from_a_sender_claiming_a_gateway_address_is_droppe
   for (const auto& c : cases) {
     SCOPED_TRACE(c.spa);
     DataplaneHarness h(topology());
-    pkt::ArpHdr a;
-    a.op = 1;
-    a.sha = M("02:00:00:00:0b:ad");
-    a.spa = A(c.spa);
-    a.tpa = A("198.51.100.1");
+    const auto a = test::arp_msg(1, M("02:00:00:00:0b:ad"), c.spa, MacAddr{}, "198.51.100.1");
     const auto out = h.send(pkt::build_arp({pkt::broadcast_mac(), a.sha}, a), kT0);
     EXPECT_TRUE(out.empty());
     EXPECT_EQ(h.drops(c.reason), 1u);
