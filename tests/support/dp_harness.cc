@@ -12,6 +12,7 @@
 #include <rte_ring.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <mutex>
 #include <stdexcept>
 
@@ -277,11 +278,17 @@ void DataplaneHarness::inject(const std::vector<pkt::Bytes>& frames, uint64_t ts
   for (const auto& f : frames) by_queue[rss_queue(f)].push_back(f);
   for (uint16_t q = 0; q < by_queue.size(); ++q) {
     for (const auto& f : by_queue[q]) {
-      rte_mbuf* m = rte_pktmbuf_alloc(g_pool);
-      if (!m) throw std::runtime_error("test pool exhausted");
-      char* d = rte_pktmbuf_append(m, uint16_t(f.size()));
-      if (!d) throw std::runtime_error("frame too large for one mbuf");
-      std::memcpy(d, f.data(), f.size());
+      rte_mbuf* m = nullptr;
+      // A frame larger than one mbuf (a jumbo) is chained, as a scattering driver delivers it.
+      for (size_t off = 0; off < f.size() || !m;) {
+        rte_mbuf* seg = rte_pktmbuf_alloc(g_pool);
+        if (!seg) throw std::runtime_error("test pool exhausted");
+        const size_t n = std::min<size_t>(f.size() - off, rte_pktmbuf_tailroom(seg));
+        std::memcpy(rte_pktmbuf_append(seg, uint16_t(n)), f.data() + off, n);
+        off += n;
+        if (!m) m = seg;
+        else if (rte_pktmbuf_chain(m, seg) != 0) throw std::runtime_error("cannot chain mbufs");
+      }
       *RTE_MBUF_DYNFIELD(m, g_ts_offset, rte_mbuf_timestamp_t*) = ts_ns / 1000;  // as net_pcap
       m->ol_flags |= g_ts_flag;
       if (rte_ring_enqueue(rx_rings_[port][q], m) != 0) throw std::runtime_error("RX ring full");
