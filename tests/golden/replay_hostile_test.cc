@@ -3,7 +3,7 @@
 // gateway send). Tiny and overlapping fragments, IPv4 and TCP option lengths that lie, SYN+FIN
 // and SYN+RST, ICMP errors quoting no flow, nothing, or a real flow with a lying inner header,
 // jumbo frames over the port MTU, stacked VLAN tags, frames cut at every byte of their headers,
-// long IPv6 extension chains and IPv4-mapped IPv6 addresses, with config/demo.toml.
+// long IPv6 extension chains, IPv4-mapped IPv6 addresses and martians, with config/demo.toml.
 //
 // Each row goes alone through the real worker burst functions (DataplaneHarness: its reason
 // counter, nothing else dropped, the accounting balanced); then the whole table, as one pcap,
@@ -405,6 +405,28 @@ void add_ipv6_rows(std::vector<Row>& v) {
                Drop::kIpv6MappedAddress});
 }
 
+// Martians (tests/unit/martian_test.cc has them all): here through the binary too.
+void add_martian_rows(std::vector<Row>& v) {
+  Client c = client_of(v.size());
+  v.push_back({"SYN to the VIP from the VIP", {},
+               {pkt::build_tcp(kToGw, ip_hdr(kVip, kVip), tcp_hdr(c.port, 80, pkt::kTcpSyn))},
+               Drop::kSourceIsLocal});
+  c = client_of(v.size());
+  v.push_back({"SYN to web6 from the port address", {},
+               {pkt::build_tcp(kToGw, ip_hdr("2001:db8:1::1", kVip6),
+                               tcp_hdr(c.port, 80, pkt::kTcpSyn))},
+               Drop::kSourceIsLocal});
+  c = client_of(v.size());
+  v.push_back({"UDP to the port subnet's broadcast address", {},
+               {test::udp_frame(c.v4.c_str(), c.port, "198.51.100.255", 53)},
+               Drop::kDestinationNotUnicast});
+  c = client_of(v.size());
+  v.push_back({"SYN to the VIP in a broadcast frame", {},
+               {test::tcp_frame(c.v4.c_str(), c.port, kVip, 80, pkt::kTcpSyn, 64,
+                                pkt::EthHdr{pkt::broadcast_mac(), kRouter})},
+               Drop::kUnicastInL2Broadcast});
+}
+
 std::vector<Row> hostile_rows(const ctl::Config& cfg) {
   std::vector<Row> v;
   add_fragment_rows(v);
@@ -414,6 +436,7 @@ std::vector<Row> hostile_rows(const ctl::Config& cfg) {
   add_vlan_rows(v);
   add_truncation_rows(v);
   add_ipv6_rows(v);
+  add_martian_rows(v);
   return v;
 }
 
