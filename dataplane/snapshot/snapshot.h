@@ -191,7 +191,7 @@ struct Snapshot {
   std::vector<uint16_t> local_address_port;
   FlatIndex<IpAddr> local_index;
   // The gateway's own addresses and its port subnets' broadcast addresses, so that the martian
-  // checks of a packet that would start a flow cost one lookup (addr_classes: per key).
+  // checks cost one lookup per address checked (addr_classes: the class of each key).
   FlatIndex<IpAddr> addr_class_index;
   std::vector<AddrClass> addr_classes;
   rte_lpm* lpm4 = nullptr;   // == route_tables->lpm4, for workers
