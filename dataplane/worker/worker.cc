@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
+#include <rte_ether.h>
 #include <rte_ip.h>
 #include <rte_lpm.h>
 #include <rte_lpm6.h>
@@ -100,7 +101,9 @@ MG_ALWAYS_INLINE bool fast_candidate(const rte_mbuf* m, const uint8_t* d, uint64
   if (uint8_t(frag_ttl_proto >> 16) <= 1) return false;  // TTL
   const uint8_t s0 = ip[12];
   if (s0 >= 224 || s0 == 127 || s0 == 0) return false;
-  const uint64_t ip_ck = m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK;
+  const uint64_t ol_flags = m->ol_flags;
+  if (ol_flags & RTE_MBUF_F_RX_VLAN_STRIPPED) return false;  // stage_parse puts the tag back
+  const uint64_t ip_ck = ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK;
   if (ip_ck != RTE_MBUF_F_RX_IP_CKSUM_GOOD) {
     if (ip_ck == RTE_MBUF_F_RX_IP_CKSUM_BAD) return false;
     // The header is valid when its one's-complement sum is all ones, i.e. when the plain sum
@@ -644,11 +647,18 @@ void Worker::stage_parse(uint16_t in_port, rte_mbuf** pkts, uint16_t n) {
   for (uint16_t i = 0; i < n; ++i) {
     if (i + 2 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 2], void*));
     rte_mbuf* m = pkts[i];
-    const uint8_t* data = rte_pktmbuf_mtod(m, const uint8_t*);
     flow_[i] = nullptr;
     egress_[i] = Egress{};
     extra_[i].m = nullptr;
     visited_[i] = handed ? m->hash.usr : 0;
+    // A NIC that strips 802.1Q tags keeps the tag in the mbuf: put it back in the frame, so
+    // that answers written over the request, and forwarded frames, keep their VLAN.
+    if (MG_UNLIKELY(m->ol_flags & RTE_MBUF_F_RX_VLAN_STRIPPED) && rte_vlan_insert(&pkts[i]) != 0) {
+      next_[i] = kNextDrop;
+      drop_[i] = Drop::kNoHeadroom;
+      continue;
+    }
+    const uint8_t* data = rte_pktmbuf_mtod(m, const uint8_t*);
     if (our_mac && m->data_len >= kEthHdrLen && !(data[0] & 1) &&
         std::memcmp(data, our_mac->b.data(), 6) != 0) {
       next_[i] = kNextDrop;

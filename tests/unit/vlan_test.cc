@@ -112,5 +112,27 @@ TEST(VlanAnswers, time_exceeded_about_a_tagged_ipv6_packet_leaves_on_its_vlan) {
   EXPECT_EQ(d.eth_dst, kRouter);
 }
 
+// A NIC that strips 802.1Q tags (RTE_MBUF_F_RX_VLAN_STRIPPED) keeps the tag in the mbuf: the
+// answer and a forwarded frame carry it as if the tag had stayed in the frame.
+TEST(VlanAnswers, a_tag_the_nic_stripped_is_put_back_on_the_answer_and_the_forwarded_frame) {
+  test::HarnessOptions o;
+  o.strip_vlan = true;
+  DataplaneHarness h(kDemoTopology, o);
+  const auto req = test::arp_msg(1, kRouter, "198.51.100.254", MacAddr{}, "198.51.100.1");
+  const auto out = h.send(pkt::build_arp(tagged(pkt::broadcast_mac(), kRouter), req), kT0);
+  ASSERT_EQ(out.size(), 1u);
+  const auto rep = test::arp_msg(2, kGw, "198.51.100.1", kRouter, "198.51.100.254");
+  EXPECT_EQ(out[0], pkt::build_arp(tagged(kRouter, kGw), rep));
+  const auto fwd = h.send(test::tcp_frame("192.0.2.50", 41000, "203.0.113.10", 80, pkt::kTcpSyn,
+                                          64, tagged(kGw, kRouter)),
+                          kT0 + 1);
+  ASSERT_EQ(fwd.size(), 1u);
+  const auto d = pkt::decode(fwd[0]);
+  EXPECT_EQ(d.vlan_tags, 1);
+  EXPECT_EQ(d.vlan_tci, kTci);
+  EXPECT_EQ(d.dport, 8080);
+  EXPECT_TRUE(h.balanced());
+}
+
 }  // namespace
 }  // namespace meshgate
