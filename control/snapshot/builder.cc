@@ -417,6 +417,25 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
     }
   }
   snap->local_index.build(snap->local_addresses);
+  // The martian checks' addresses: the gateway's own first (an address listed twice keeps its
+  // first class), then the broadcast address of each IPv4 port subnet that has one (a /31 or
+  // /32 has none, RFC 3021).
+  std::vector<IpAddr> class_keys;
+  auto add_class = [&](const IpAddr& a, dp::AddrClass c) {
+    class_keys.push_back(a);
+    snap->addr_classes.push_back(c);
+  };
+  for (const IpAddr& a : snap->local_addresses) add_class(a, dp::AddrClass::kGateway);
+  for (const IpAddr& a : snap->vips) add_class(a, dp::AddrClass::kGateway);
+  for (const IpAddr& a : fullnat_keys) add_class(a, dp::AddrClass::kGateway);
+  for (const auto& p : ports) {
+    for (const auto& a : p.addresses) {
+      if (!a.addr.is_v4() || a.len > 30) continue;
+      add_class(IpAddr::v4(a.addr.v4_host() | (0xffffffffu >> a.len)),
+                dp::AddrClass::kSubnetBroadcast);
+    }
+  }
+  snap->addr_class_index.build(class_keys);
   for (const RouteConfig& rc : cfg.routes) {
     const int port = rc.port.empty() ? on_link_port(ports, rc.via) : port_by_name(ports, rc.port);
     if (port < 0) {

@@ -19,27 +19,40 @@ struct Bounds {
   }
 };
 
-// RFC 793 §3.1 option kinds with a fixed length we check (RFC 7323, RFC 2018).
-Drop walk_tcp_options(const uint8_t* opt, uint32_t len, PacketMeta* m) {
+// The option format IPv4 (RFC 791 §3.1) and TCP (RFC 9293 §3.1) share: EOL (0) ends the list,
+// NOP (1) is one byte, every other option has a length of at least 2 that stays inside the
+// header (else `bad`). `each(kind, option, length)` checks one such option.
+template <typename F>
+MG_ALWAYS_INLINE Drop walk_options(const uint8_t* opt, uint32_t len, Drop bad, F each) {
   uint32_t i = 0;
   while (i < len) {
     const uint8_t kind = opt[i];
-    if (kind == 0) break;  // end of option list
-    if (kind == 1) {       // no-operation
+    if (kind == 0) break;
+    if (kind == 1) {
       ++i;
       continue;
     }
-    if (i + 1 >= len) return Drop::kTcpBadOption;
+    if (i + 1 >= len) return bad;
     const uint8_t olen = opt[i + 1];
-    if (olen < 2 || i + olen > len) return Drop::kTcpBadOption;
+    if (olen < 2 || i + olen > len) return bad;
+    if (const Drop d = each(kind, opt + i, olen); d != Drop::kNone) return d;
+    i += olen;
+  }
+  return Drop::kNone;
+}
+
+// TCP option kinds with a fixed length we check (RFC 7323, RFC 2018).
+Drop walk_tcp_options(const uint8_t* opt, uint32_t len, PacketMeta* m) {
+  return walk_options(opt, len, Drop::kTcpBadOption, [m](uint8_t kind, const uint8_t* o,
+                                                         uint8_t olen) {
     switch (kind) {
       case 2:  // MSS
         if (olen != 4) return Drop::kTcpBadOption;
-        m->tcp_mss = rd16(opt + i + 2);
+        m->tcp_mss = rd16(o + 2);
         break;
       case 3:  // window scale
         if (olen != 3) return Drop::kTcpBadOption;
-        m->tcp_wscale = opt[i + 2];
+        m->tcp_wscale = o[2];
         break;
       case 4:  // SACK permitted
         if (olen != 2) return Drop::kTcpBadOption;
@@ -53,9 +66,16 @@ Drop walk_tcp_options(const uint8_t* opt, uint32_t len, PacketMeta* m) {
       default:
         break;
     }
-    i += olen;
-  }
-  return Drop::kNone;
+    return Drop::kNone;
+  });
+}
+
+// Source routes (RFC 791 LSRR 0x83 / SSRR 0x89) are not honoured (RFC 7126 §4.3, §4.4: dropped
+// by default, as Linux's accept_source_route = 0 does).
+Drop walk_ipv4_options(const uint8_t* opt, uint32_t len) {
+  return walk_options(opt, len, Drop::kIpv4BadOption, [](uint8_t kind, const uint8_t*, uint8_t) {
+    return kind == 0x83 || kind == 0x89 ? Drop::kIpv4SourceRoute : Drop::kNone;
+  });
 }
 
 Drop parse_l4(const uint8_t* data, const Bounds& bd, PacketMeta* m) {
@@ -142,6 +162,9 @@ Drop parse_ipv4(const uint8_t* data, const Bounds& bd, PacketMeta* m, bool verif
   // RFC 1812 §5.3.7: never forward from martian sources.
   const uint8_t s0 = ip[12];
   if (s0 >= 224 || s0 == 127 || s0 == 0) return Drop::kIpv4BadSource;
+  if (ihl > kIpv4HdrLen) {
+    if ((d = walk_ipv4_options(ip + kIpv4HdrLen, ihl - kIpv4HdrLen)) != Drop::kNone) return d;
+  }
 
   m->l3 = L3::kIpv4;
   m->ttl = ip[8];
@@ -159,7 +182,11 @@ Drop parse_ipv4(const uint8_t* data, const Bounds& bd, PacketMeta* m, bool verif
   const bool more_fragments = frag & 0x2000;
   if (frag_offset != 0 || more_fragments) {
     m->flags |= kPktFragment;
-    if (frag_offset != 0) return Drop::kNone;  // no L4 header in later fragments
+    if (frag_offset != 0) {
+      // No L4 header in later fragments; but one 8 bytes in overwrites the TCP flags its first
+      // fragment showed (RFC 1858 §3.2, the tiny-overlapping-fragment attack).
+      return frag_offset == 1 && m->l4_proto == kProtoTcp ? Drop::kFragmentOverlap : Drop::kNone;
+    }
     m->flags |= kPktFirstFragment;
   }
   return parse_l4(data, bd, m);
@@ -185,6 +212,10 @@ Drop parse_ipv6(const uint8_t* data, const Bounds& bd, PacketMeta* m) {
   // RFC 4291 §2.7: a multicast address must not be a source; ::1 never leaves a node.
   static constexpr uint8_t kLoopback[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
   if (ip[8] == 0xff || std::memcmp(ip + 8, kLoopback, 16) == 0) return Drop::kIpv6BadSource;
+  // RFC 4291 §2.5.5.2: IPv4-mapped addresses never appear on the wire; and an IpAddr holds an
+  // IPv4 address in that form, so the packet would pass for IPv4 traffic (an IPv4 service, an
+  // IPv4 flow's tuple).
+  if (m->src.is_v4() || m->dst.is_v4()) return Drop::kIpv6MappedAddress;
 
   uint8_t nh = ip[6];
   uint32_t pos = off + kIpv6HdrLen;
@@ -213,7 +244,8 @@ Drop parse_ipv6(const uint8_t* data, const Bounds& bd, PacketMeta* m) {
           m->l4_proto = eh[0];
           m->l4_off = uint16_t(pos + eh_len);
           m->l4_len = uint16_t(end - m->l4_off);
-          return Drop::kNone;
+          // As for IPv4 (RFC 1858 §3.2); RFC 5722 forbids overlaps outright.
+          return frag_offset == 1 && eh[0] == kProtoTcp ? Drop::kFragmentOverlap : Drop::kNone;
         }
         m->flags |= kPktFirstFragment;
       }

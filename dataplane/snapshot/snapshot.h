@@ -151,6 +151,13 @@ struct StaticNeighbor {
   uint16_t port_index = 0;
 };
 
+// What an address is to the martian checks (docs/DATAPLANE.md, "Martians").
+enum class AddrClass : uint8_t {
+  kOther,
+  kGateway,          // a port address, a VIP or a fullnat address
+  kSubnetBroadcast,  // the broadcast address of an IPv4 port subnet
+};
+
 // A fullnat source address and its AddrTable id.
 struct LocalNat {
   IpAddr address;
@@ -183,6 +190,10 @@ struct Snapshot {
   std::vector<IpAddr> local_addresses;  // every port address
   std::vector<uint16_t> local_address_port;
   FlatIndex<IpAddr> local_index;
+  // The gateway's own addresses and its port subnets' broadcast addresses, so that the martian
+  // checks cost one lookup per address checked (addr_classes: the class of each key).
+  FlatIndex<IpAddr> addr_class_index;
+  std::vector<AddrClass> addr_classes;
   rte_lpm* lpm4 = nullptr;   // == route_tables->lpm4, for workers
   rte_lpm6* lpm6 = nullptr;
   std::shared_ptr<const RouteTables> route_tables;  // owner of lpm4 / lpm6
@@ -252,6 +263,10 @@ struct Snapshot {
   int32_t local_port(const IpAddr& a) const {
     const int32_t i = local_index.find(a);
     return i < 0 ? -1 : local_address_port[uint32_t(i)];
+  }
+  AddrClass addr_class(const IpAddr& a) const {
+    const int32_t i = addr_class_index.find(a);
+    return i < 0 ? AddrClass::kOther : addr_classes[uint32_t(i)];
   }
   const StaticNeighbor* find_neighbor(const IpAddr& a) const {
     const int32_t i = neighbor_index.find(a);

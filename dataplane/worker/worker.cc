@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
+#include <rte_ether.h>
 #include <rte_ip.h>
 #include <rte_lpm.h>
 #include <rte_lpm6.h>
@@ -100,7 +101,9 @@ MG_ALWAYS_INLINE bool fast_candidate(const rte_mbuf* m, const uint8_t* d, uint64
   if (uint8_t(frag_ttl_proto >> 16) <= 1) return false;  // TTL
   const uint8_t s0 = ip[12];
   if (s0 >= 224 || s0 == 127 || s0 == 0) return false;
-  const uint64_t ip_ck = m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK;
+  const uint64_t ol_flags = m->ol_flags;
+  if (ol_flags & RTE_MBUF_F_RX_VLAN_STRIPPED) return false;  // stage_parse puts the tag back
+  const uint64_t ip_ck = ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK;
   if (ip_ck != RTE_MBUF_F_RX_IP_CKSUM_GOOD) {
     if (ip_ck == RTE_MBUF_F_RX_IP_CKSUM_BAD) return false;
     // The header is valid when its one's-complement sum is all ones, i.e. when the plain sum
@@ -643,11 +646,18 @@ void Worker::stage_parse(uint16_t in_port, rte_mbuf** pkts, uint16_t n) {
   for (uint16_t i = 0; i < n; ++i) {
     if (i + 2 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 2], void*));
     rte_mbuf* m = pkts[i];
-    const uint8_t* data = rte_pktmbuf_mtod(m, const uint8_t*);
     flow_[i] = nullptr;
     egress_[i] = Egress{};
     extra_[i].m = nullptr;
     visited_[i] = handed ? m->hash.usr : 0;
+    // A NIC that strips 802.1Q tags keeps the tag in the mbuf: put it back in the frame, so
+    // that answers written over the request, and forwarded frames, keep their VLAN.
+    if (MG_UNLIKELY(m->ol_flags & RTE_MBUF_F_RX_VLAN_STRIPPED) && rte_vlan_insert(&pkts[i]) != 0) {
+      next_[i] = kNextDrop;
+      drop_[i] = Drop::kNoHeadroom;
+      continue;
+    }
+    const uint8_t* data = rte_pktmbuf_mtod(m, const uint8_t*);
     if (our_mac && m->data_len >= kEthHdrLen && !(data[0] & 1) &&
         std::memcmp(data, our_mac->b.data(), 6) != 0) {
       next_[i] = kNextDrop;
@@ -677,16 +687,32 @@ void Worker::stage_classify(rte_mbuf** pkts, uint16_t n) {
   for (uint16_t i = 0; i < n; ++i) {
     if (next_[i] != kNextIp) continue;
     const PacketMeta& m = meta_[i];
+    // RFC 1812 §5.3.4, RFC 1122 §3.3.6: unicast IP in a frame to a group MAC is neither
+    // forwarded nor answered. (stage_fast takes only frames to the port's own MAC.)
+    if (MG_UNLIKELY(m.flags & kPktL2Multicast) && !is_group_address(m.dst, m.l3 == L3::kIpv4)) {
+      next_[i] = kNextDrop;
+      drop_[i] = Drop::kUnicastInL2Broadcast;
+      continue;
+    }
     if (m.l3 == L3::kIpv6 && m.l4_proto == kProtoIcmp6 && m.has_l4() &&
         m.icmp_type >= kNdpRouterSolicit && m.icmp_type <= kNdpRedirect) {
       next_[i] = kNextNdp;
       continue;
     }
+    const bool l4 = trackable(m);
+    if (!l4) {
+      // ICMP errors and untracked packets never hit the flow fast path: check them here.
+      // Tracked ones are checked by stage_flow when they match no flow.
+      if (const Drop d = martian(m); MG_UNLIKELY(d != Drop::kNone)) {
+        next_[i] = kNextDrop;
+        drop_[i] = d;
+        continue;
+      }
+    }
     if ((m.l4_proto == kProtoIcmp || m.l4_proto == kProtoIcmp6) && is_icmp_error(m)) {
       next_[i] = kNextIcmpError;
       continue;
     }
-    const bool l4 = trackable(m);
     // Bulk lookup, first phase: hash every packet and prefetch its two buckets (stage_fast
     // hashed its first fast_hashed_ packets, all IPv4 TCP/UDP: the same values, and prefetched
     // their first buckets).
@@ -722,6 +748,13 @@ void Worker::handle_arp(uint16_t in_port, rte_mbuf* mb, uint16_t i) {
   const PortRuntime& port = p_.ports[in_port];
   uint8_t* data = rte_pktmbuf_mtod(mb, uint8_t*);
   uint8_t* a = data + m.l3_off;
+  // A sender claiming one of our addresses or a subnet broadcast is spoofing or in conflict:
+  // neither learned nor answered (Linux validates the sender like an IP source, and is silent).
+  if (const AddrClass c = snap_->addr_class(m.arp_spa); MG_UNLIKELY(c != AddrClass::kOther)) {
+    next_[i] = kNextDrop;
+    drop_[i] = c == AddrClass::kGateway ? Drop::kSourceIsLocal : Drop::kSourceIsBroadcast;
+    return;
+  }
   const bool sender_ok = !m.arp_spa.is_zero() && on_link(in_port, m.arp_spa) &&
                          !m.arp_sha.is_multicast() && !m.arp_sha.is_zero();
   if (m.arp_op == kArpOpReply) {
@@ -791,9 +824,13 @@ void Worker::handle_ndp(uint16_t in_port, rte_mbuf* mb, uint16_t i) {
   }
   const IpAddr target = IpAddr::v6_bytes(icmp + 8);
   const bool src_unspecified = m.src.is_zero();
+  // As for ARP: a node using one of our addresses is spoofing or in conflict; its solicitation
+  // is not answered and its advertisement of our address not learned.
+  const bool claims_ours = snap_->addr_class(type == kNdpNeighborAdvert ? target : m.src) !=
+                           AddrClass::kOther;
 
   if (type == kNdpNeighborAdvert) {
-    if (lla && on_link(in_port, target)) {
+    if (lla && on_link(in_port, target) && !claims_ours) {
       MacAddr mac;
       std::memcpy(mac.b.data(), lla, 6);
       learn(target, mac, in_port, true);
@@ -802,6 +839,11 @@ void Worker::handle_ndp(uint16_t in_port, rte_mbuf* mb, uint16_t i) {
     return;
   }
 
+  if (claims_ours) {
+    next_[i] = kNextDrop;
+    drop_[i] = Drop::kSourceIsLocal;
+    return;
+  }
   if (lla && !src_unspecified && on_link(in_port, m.src)) {
     MacAddr mac;
     std::memcpy(mac.b.data(), lla, 6);
@@ -899,6 +941,12 @@ void Worker::stage_flow(rte_mbuf** pkts, uint16_t n) {
                            flows_.created_ms(*f), uint8_t(FlowDir::kOriginal), now_ms);
         }
       }
+      continue;
+    }
+    // No flow: the packet may start one. (Established flows passed this when created.)
+    if (const Drop d = martian(m); MG_UNLIKELY(d != Drop::kNone)) {
+      next_[i] = kNextDrop;
+      drop_[i] = d;
       continue;
     }
     const SnapService* svc = service_of(snap_, m);
@@ -1338,7 +1386,10 @@ void Worker::send_icmp_error(const rte_mbuf* orig, const PacketMeta& om, uint16_
   uint8_t* out = rte_pktmbuf_mtod(mb, uint8_t*);
   const uint8_t* ip = rte_pktmbuf_mtod_offset(orig, const uint8_t*, om.l3_off);
   const uint32_t ip_len = std::min<uint32_t>(om.ip_len, orig->data_len - om.l3_off);
-  const uint32_t len = build_icmp_error(out, rte_pktmbuf_tailroom(mb), kEthHdrLen, ip, ip_len, v4,
+  // An answer leaves on the VLAN it was asked on: the error carries the packet's tag.
+  const bool tagged = om.flags & kPktVlan;
+  const uint32_t l2_len = tagged ? kEthHdrLen + kVlanHdrLen : kEthHdrLen;
+  const uint32_t len = build_icmp_error(out, rte_pktmbuf_tailroom(mb), l2_len, ip, ip_len, v4,
                                         from->addr, type, code, mtu);
   if (len == 0) {
     rte_pktmbuf_free(mb);
@@ -1346,7 +1397,11 @@ void Worker::send_icmp_error(const rte_mbuf* orig, const PacketMeta& om, uint16_
     return;
   }
   rte_pktmbuf_append(mb, uint16_t(len));
-  wr16(out + 12, v4 ? kEtherTypeIpv4 : kEtherTypeIpv6);
+  if (tagged) {
+    wr16(out + 12, kEtherTypeVlan);
+    wr16(out + 14, om.vlan_tci);
+  }
+  wr16(out + l2_len - 2, v4 ? kEtherTypeIpv4 : kEtherTypeIpv6);
   PacketMeta m;
   if (parse_packet(out, len, &m, false) != Drop::kNone) {
     rte_pktmbuf_free(mb);
@@ -1809,6 +1864,46 @@ bool Worker::on_link(uint16_t port_index, const IpAddr& a) const {
 
 bool Worker::is_local_like(const IpAddr& a) const {
   return snap_->local_port(a) >= 0 || snap_->is_vip(a) || snap_->is_fullnat_address(a);
+}
+
+bool Worker::is_group_address(const IpAddr& a, bool v4) const {
+  if (!v4) return a.b[0] == 0xff;  // RFC 4291 §2.7
+  const uint8_t a0 = a.b[12];
+  return (a0 >= 224 && a0 < 240) || a.v4_host() == 0xffffffffu ||
+         snap_->addr_class(a) == AddrClass::kSubnetBroadcast;
+}
+
+Drop Worker::martian(const PacketMeta& m) const {
+  if (m.l3 == L3::kIpv4) {
+    // RFC 1812 §5.3.7: never forward to 0/8, 127/8 or class E; 255.255.255.255 and multicast
+    // stay on their link (the gateway routes no multicast).
+    const uint8_t d0 = m.dst.b[12];
+    if ((d0 >= 224 && d0 < 240) || m.dst.v4_host() == 0xffffffffu) {
+      return Drop::kDestinationNotUnicast;
+    }
+    if (d0 == 0 || d0 == 127 || d0 >= 240) return Drop::kMartianDestination;
+  } else {
+    static constexpr uint8_t kLoopback[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    if (m.dst.b[0] == 0xff) return Drop::kDestinationNotUnicast;
+    if (m.dst.is_zero() || std::memcmp(m.dst.b, kLoopback, 16) == 0) {
+      return Drop::kMartianDestination;
+    }
+  }
+  // The source must be nobody the gateway is: a packet from a VIP (or a port or fullnat
+  // address) to a VIP would be balanced to a backend whose answer leaves as VIP -> VIP.
+  switch (snap_->addr_class(m.src)) {
+    case AddrClass::kGateway:
+      return Drop::kSourceIsLocal;
+    case AddrClass::kSubnetBroadcast:
+      return Drop::kSourceIsBroadcast;
+    case AddrClass::kOther:
+      break;
+  }
+  // RFC 2644: directed broadcasts are not forwarded.
+  if (m.l3 == L3::kIpv4 && snap_->addr_class(m.dst) == AddrClass::kSubnetBroadcast) {
+    return Drop::kDestinationNotUnicast;
+  }
+  return Drop::kNone;
 }
 
 }  // namespace meshgate::dp

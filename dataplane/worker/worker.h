@@ -329,6 +329,13 @@ class Worker {
   // The port a packet to `a` leaves through, or -1 (no route).
   int egress_port(const IpAddr& a) const;
   bool is_local_like(const IpAddr& a) const;
+  // The martian checks of a packet that would start a flow or reach a local handler: its
+  // destination (RFC 1812 §5.3.7, RFC 4291 §2.5, directed broadcasts) and its source against
+  // the gateway's own addresses and subnet broadcasts. Drop::kNone when it is neither.
+  // A packet of an established flow needs none: its flow passed them when it was created.
+  Drop martian(const PacketMeta& m) const;
+  // A limited, port-subnet or multicast address: what a frame to a group MAC may carry.
+  bool is_group_address(const IpAddr& a, bool v4) const;
 
   // Next hops of recent destinations: LPM + neighbor results, valid for one epoch: one
   // snapshot version and one generation of the learned-neighbor cache (a learned MAC changed).

@@ -12,6 +12,7 @@
 #include <rte_ring.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <mutex>
 #include <stdexcept>
 
@@ -276,12 +277,31 @@ void DataplaneHarness::inject(const std::vector<pkt::Bytes>& frames, uint64_t ts
   std::vector<std::vector<pkt::Bytes>> by_queue(workers_.size());
   for (const auto& f : frames) by_queue[rss_queue(f)].push_back(f);
   for (uint16_t q = 0; q < by_queue.size(); ++q) {
-    for (const auto& f : by_queue[q]) {
-      rte_mbuf* m = rte_pktmbuf_alloc(g_pool);
-      if (!m) throw std::runtime_error("test pool exhausted");
-      char* d = rte_pktmbuf_append(m, uint16_t(f.size()));
-      if (!d) throw std::runtime_error("frame too large for one mbuf");
-      std::memcpy(d, f.data(), f.size());
+    for (const auto& frame : by_queue[q]) {
+      pkt::Bytes stripped;
+      uint16_t tci = 0;
+      const bool strip = opt_.strip_vlan && frame.size() >= 18 && pkt::get16(&frame[12]) == pkt::kEtherVlan;
+      if (strip) {
+        tci = pkt::get16(&frame[14]);
+        stripped.assign(frame.begin(), frame.begin() + 12);
+        stripped.insert(stripped.end(), frame.begin() + 16, frame.end());
+      }
+      const pkt::Bytes& f = strip ? stripped : frame;
+      rte_mbuf* m = nullptr;
+      // A frame larger than one mbuf (a jumbo) is chained, as a scattering driver delivers it.
+      for (size_t off = 0; off < f.size() || !m;) {
+        rte_mbuf* seg = rte_pktmbuf_alloc(g_pool);
+        if (!seg) throw std::runtime_error("test pool exhausted");
+        const size_t n = std::min<size_t>(f.size() - off, rte_pktmbuf_tailroom(seg));
+        std::memcpy(rte_pktmbuf_append(seg, uint16_t(n)), f.data() + off, n);
+        off += n;
+        if (!m) m = seg;
+        else if (rte_pktmbuf_chain(m, seg) != 0) throw std::runtime_error("cannot chain mbufs");
+      }
+      if (strip) {
+        m->vlan_tci = tci;
+        m->ol_flags |= RTE_MBUF_F_RX_VLAN | RTE_MBUF_F_RX_VLAN_STRIPPED;
+      }
       *RTE_MBUF_DYNFIELD(m, g_ts_offset, rte_mbuf_timestamp_t*) = ts_ns / 1000;  // as net_pcap
       m->ol_flags |= g_ts_flag;
       if (rte_ring_enqueue(rx_rings_[port][q], m) != 0) throw std::runtime_error("RX ring full");

@@ -35,6 +35,9 @@ struct HarnessOptions {
   bool pipeline = false;
   // Each TX ring's size (a power of two; it holds one less): small to make TX fill up.
   uint32_t tx_ring_size = 1024;
+  // Deliver 802.1Q-tagged frames as a NIC that strips the tag does: without it in the frame,
+  // in mbuf->vlan_tci with RTE_MBUF_F_RX_VLAN_STRIPPED.
+  bool strip_vlan = false;
 };
 
 class DataplaneHarness {

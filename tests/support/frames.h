@@ -49,6 +49,18 @@ inline pkt::Bytes udp_frame(const char* src, uint16_t sport, const char* dst, ui
   return pkt::build_udp(eth, ip, u, pkt::Bytes{1, 2, 3, 4, 5});
 }
 
+// An Ethernet/IPv4 ARP message (op 1 request, 2 reply).
+inline pkt::ArpHdr arp_msg(uint16_t op, const MacAddr& sha, const char* spa, const MacAddr& tha,
+                           const char* tpa) {
+  pkt::ArpHdr a;
+  a.op = op;
+  a.sha = sha;
+  a.spa = A(spa);
+  a.tha = tha;
+  a.tpa = A(tpa);
+  return a;
+}
+
 // The backend the dataplane must pick for a client tuple, from the config alone. Tables are
 // built once per backend set (keyed by content, not by config address).
 inline std::string expected_backend(const ctl::Config& cfg, const char* service, const char* client,

@@ -115,6 +115,28 @@ std::vector<Malformed> malformed_cases() {
   v.push_back({"multicast source", pkt::build_tcp(kEth, ip4("224.0.0.5"), syn()), Drop::kIpv4BadSource});
   v.push_back({"loopback source", pkt::build_tcp(kEth, ip4("127.0.0.1"), syn()), Drop::kIpv4BadSource});
   v.push_back({"broadcast source", pkt::build_tcp(kEth, ip4("255.255.255.255"), syn()), Drop::kIpv4BadSource});
+  {
+    pkt::IpHdr ip = ip4();
+    ip.options = {7, 0, 0, 0};
+    v.push_back({"IPv4 option with length 0", pkt::build_tcp(kEth, ip, syn()), Drop::kIpv4BadOption});
+    ip.options = {1, 7, 39, 4};
+    v.push_back({"IPv4 option past the header", pkt::build_tcp(kEth, ip, syn()), Drop::kIpv4BadOption});
+    ip.options = {0x83, 7, 4, 198, 51, 100, 11, 0};
+    v.push_back({"IPv4 loose source route", pkt::build_tcp(kEth, ip, syn()), Drop::kIpv4SourceRoute});
+    ip = ip4();
+    ip.frag_offset = 1;
+    v.push_back({"IPv4 TCP fragment at offset 8 (RFC 1858)",
+                 pkt::build_ip(kEth, ip, pkt::kProtoTcp, Bytes(16, 0)), Drop::kFragmentOverlap});
+    ip = ip6();
+    ip.ext.push_back(pkt::ipv6_fragment(1, false, 9));
+    v.push_back({"IPv6 TCP fragment at offset 8",
+                 pkt::build_ip(kEth, ip, pkt::kProtoTcp, Bytes(16, 0)), Drop::kFragmentOverlap});
+  }
+  v.push_back({"IPv4-mapped IPv6 destination", edit(tcp6, [&](Bytes& f) {
+                 std::memset(&f[kL3 + 24], 0, 10);
+                 f[kL3 + 34] = f[kL3 + 35] = 0xff;
+               }),
+               Drop::kIpv6MappedAddress});
   v.push_back({"IPv6 header cut short", cut(tcp6, kL3 + 39), Drop::kIpv6Truncated});
   v.push_back({"IPv6 ethertype with version 4", edit(tcp6, [&](Bytes& f) { f[kL3] = 0x40; }), Drop::kIpv6BadVersion});
   v.push_back({"IPv6 payload beyond the frame", edit(tcp6, [&](Bytes& f) { pkt::put16(&f[kL3 + 4], 200); }),
@@ -183,6 +205,8 @@ TEST(ParseMalformed, every_parser_drop_reason_is_covered_by_the_table) {
   for (Drop d : {Drop::kEthTruncated, Drop::kVlanTruncated, Drop::kVlanStacked, Drop::kEthertypeUnsupported,
                  Drop::kArpTruncated, Drop::kArpUnsupported, Drop::kIpv4Truncated, Drop::kIpv4BadVersion,
                  Drop::kIpv4BadIhl, Drop::kIpv4BadTotalLength, Drop::kIpv4BadChecksum, Drop::kIpv4BadSource,
+                 Drop::kIpv4BadOption, Drop::kIpv4SourceRoute, Drop::kFragmentOverlap,
+                 Drop::kIpv6MappedAddress,
                  Drop::kIpv6Truncated, Drop::kIpv6BadVersion, Drop::kIpv6BadPayloadLength,
                  Drop::kIpv6ExtTruncated, Drop::kIpv6ExtChainTooLong, Drop::kIpv6BadSource,
                  Drop::kTcpTruncated, Drop::kTcpBadDataOffset, Drop::kTcpBadOption, Drop::kTcpBadFlags,

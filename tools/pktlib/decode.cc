@@ -32,8 +32,7 @@ bool bad_ipv4_source(const IpAddr& a) {
   const uint32_t v = a.v4_host();
   return (v >> 24) == 0 ||           // "this network" (RFC 1122 3.2.1.3)
          (v >> 24) == 127 ||         // loopback
-         (v >> 28) == 0xe ||         // multicast
-         v == 0xffffffffu;           // limited broadcast
+         (v >> 28) >= 0xe;           // multicast, class E, limited broadcast
 }
 
 bool bad_ipv6_source(const IpAddr& a) {
@@ -41,6 +40,21 @@ bool bad_ipv6_source(const IpAddr& a) {
   static constexpr uint8_t kZero[16] = {};
   return a.b[0] == 0xff || std::memcmp(a.b, kLoopback, 16) == 0 ||
          std::memcmp(a.b, kZero, 16) == 0;  // RFC 4291 2.5.2 / 2.5.3 / 2.7
+}
+
+// RFC 791 3.1: every option but EOL (0) and NOP (1) has a length >= 2 inside the header;
+// source routes (131, 137) are refused (RFC 7126 4.3/4.4).
+const char* ipv4_option_fault(const uint8_t* o, size_t len) {
+  for (size_t i = 0; i < len && o[i] != 0;) {
+    if (o[i] == 1) {
+      ++i;
+      continue;
+    }
+    if (i + 1 >= len || o[i + 1] < 2 || i + o[i + 1] > len) return "ipv4_bad_option";
+    if (o[i] == 131 || o[i] == 137) return "ipv4_source_route";
+    i += o[i + 1];
+  }
+  return nullptr;
 }
 
 // Keeps the first fault: a soft fault found earlier stays the one reported.
@@ -209,8 +223,10 @@ void decode_ipv4(Decoded& d, const uint8_t* f, size_t avail) {
   d.dst = IpAddr::v4_bytes(p + 16);
   if (!csum_valid({p, ihl})) fault(d, "ipv4_bad_checksum");
   if (bad_ipv4_source(d.src)) fault(d, "ipv4_bad_source");
+  if (const char* o = ipv4_option_fault(p + 20, ihl - 20)) fault(d, o);
   d.l4_off = d.l3_off + ihl;
   d.l4_len = d.ip_len - ihl;
+  if (d.frag_offset == 1 && d.l4_proto == kProtoTcp) fault(d, "fragment_overlap");
   if (d.frag_offset == 0) decode_l4(d, f);
 }
 
@@ -274,6 +290,8 @@ void decode_ipv6(Decoded& d, const uint8_t* f, size_t avail) {
   d.l4_off = off;
   d.l4_len = end - off;
   if (bad_ipv6_source(d.src)) fault(d, "ipv6_bad_source");
+  if (d.src.is_v4() || d.dst.is_v4()) fault(d, "ipv6_mapped_address");  // RFC 4291 2.5.5.2
+  if (d.frag_offset == 1 && d.l4_proto == kProtoTcp) fault(d, "fragment_overlap");
   if (d.frag_offset == 0) decode_l4(d, f);
 }
 
