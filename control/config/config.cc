@@ -957,6 +957,12 @@ class Validator {
       }
       return;
     }
+    if (c_.ports.size() > kMaxPorts && !bad("port")) {
+      error(indexed("port", kMaxPorts),
+            "too many ports: " + std::to_string(c_.ports.size()) + " (at most " +
+                std::to_string(kMaxPorts) + " [[port]] tables; the dataplane's per-port arrays "
+                "hold that many)");
+    }
     std::map<std::string, std::string> names, devices;  // value -> key of the first use
     std::map<IpAddr, std::string> locals;
     for (size_t i = 0; i < c_.ports.size(); ++i) {

@@ -4,11 +4,15 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "control/common/result.h"
+#include "dataplane/common/limits.h"
 #include "dataplane/common/net_types.h"
 
 namespace meshgate::ctl {
@@ -35,7 +39,10 @@ struct ConfigErrors {
 
 // Defaults.
 inline constexpr uint32_t kDefaultWorkers = 1;
-inline constexpr uint32_t kMaxWorkers = 64;               // RTE_MAX_LCORE headroom
+// The dataplane's array sizes (dataplane/common/limits.h): one definition for the validator,
+// the command line and the arrays themselves.
+inline constexpr uint32_t kMaxWorkers = dp::kMaxWorkers;
+inline constexpr uint32_t kMaxPorts = dp::kMaxPorts;
 inline constexpr uint16_t kDefaultRxDescriptors = 1024;  // absorbs ~50 us at 20 Mpps
 inline constexpr uint16_t kDefaultTxDescriptors = 1024;
 inline constexpr uint16_t kDefaultMtu = 1500;            // Ethernet default
@@ -230,8 +237,9 @@ inline constexpr uint32_t kDefaultBuildThreads = 0;
 // Automatic never takes more than 8: past that the fill is no longer most of a build of
 // 10,000 services (docs/PERFORMANCE.md, control plane), while every helper is a thread to wake.
 inline constexpr uint32_t kMaxAutoBuildThreads = 8;
-// A set value is bounded like the workers: a host with more cores than that is not expected.
-inline constexpr uint32_t kMaxBuildThreads = kMaxWorkers;
+// A set value is bounded: a host with more cores than that for the control plane is not
+// expected. Helper threads are a vector, not a fixed array, so this is not a dataplane limit.
+inline constexpr uint32_t kMaxBuildThreads = 64;
 
 struct ControlConfig {
   uint32_t build_threads = kDefaultBuildThreads;  // threads; 0 = automatic; 1 = serial builds

@@ -163,6 +163,13 @@ dp::ProxyParams proxy_params(const Config& cfg) {
 int run_gateway(const Config& cfg, const RunOptions& opt) {
   const bool replay = !opt.pcap_in.empty();
   uint32_t workers = opt.workers ? opt.workers : cfg.gateway.workers;
+  // The validator and the command line keep to these; a config built in code might not, and
+  // the per-worker and per-port arrays below are sized by them.
+  if (workers < 1 || workers > dp::kMaxWorkers || cfg.ports.size() > dp::kMaxPorts) {
+    log(LogLevel::kError, "usage", "error=\"at most %u workers and %u ports\" workers=%u ports=%zu",
+        dp::kMaxWorkers, dp::kMaxPorts, workers, cfg.ports.size());
+    return kExitUsage;
+  }
   uint64_t replay_packets = 0;
   std::vector<PortSetup> setups;
   for (const auto& p : cfg.ports) setups.push_back(PortSetup{&p, p.device});

@@ -292,6 +292,32 @@ TEST(ConfigResolve, AutomaticBuildThreadsAreTheCpusLeftByTheWorkersWithinOneToEi
   }
 }
 
+// `n` [[port]] tables of three lines each, the first at line 1.
+std::string ports(uint32_t n) {
+  std::string text;
+  for (uint32_t i = 0; i < n; ++i) {
+    text += "[[port]]\nname = \"p" + std::to_string(i) + "\"\ndevice = \"net_null" +
+            std::to_string(i) + "\"\n";
+  }
+  return text;
+}
+
+TEST(ConfigParse, PortsAndWorkersAtTheDataplaneMaximumsAreAccepted) {
+  const Config c =
+      parse_ok(ports(dp::kMaxPorts) + "[gateway]\nworkers = " + std::to_string(dp::kMaxWorkers));
+  EXPECT_EQ(c.gateway.workers, 32u);
+  EXPECT_EQ(c.ports.size(), 8u);
+}
+
+// The worker's per-port arrays hold 8 (dp::kMaxPorts): the ninth [[port]] is the error.
+TEST(ConfigErrors, NinePortsAreAnErrorAtTheNinthPort) {
+  auto r = parse_config(ports(9), kFile);
+  ASSERT_FALSE(r.ok());
+  ASSERT_EQ(r.error().errors.size(), 1u) << r.error().str();
+  EXPECT_EQ(r.error().str(), "config.toml:25:1: port[8]: too many ports: 9 (at most 8 [[port]] "
+                             "tables; the dataplane's per-port arrays hold that many)\n");
+}
+
 TEST(ConfigParse, BackendsMayBeAnArrayOfInlineTables) {
   const Config c = parse_ok(std::string(R"([[service]]
 name = "web"
@@ -606,11 +632,16 @@ mac = "01:00:5e:00:00:01"
     {"workers_zero", R"([gateway]
 workers = 0
 )",
-     2, 11, "gateway.workers", "expected an integer 1..64, got 0"},
-    {"workers_above_maximum", R"([gateway]
+     2, 11, "gateway.workers", "expected an integer 1..32, got 0"},
+    // The worker's handoff arrays and visited mask hold 32 (dp::kMaxWorkers).
+    {"workers_above_the_dataplane_maximum", R"([gateway]
+workers = 33
+)",
+     2, 11, "gateway.workers", "expected an integer 1..32, got 33"},
+    {"workers_far_above_maximum", R"([gateway]
 workers = 65
 )",
-     2, 11, "gateway.workers", "expected an integer 1..64, got 65"},
+     2, 11, "gateway.workers", "expected an integer 1..32, got 65"},
     {"drain_timeout_above_ten_minutes", R"([gateway]
 drain_timeout_ms = 600001
 )",
