@@ -2,49 +2,16 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
-#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "control/common/log.h"
 #include "control/config/config.h"
-#include "control/mesh/mesh_file.h"
+#include "control/runtime/preflight.h"
 #include "control/runtime/runtime.h"
 
 using namespace meshgate;
 using namespace meshgate::ctl;
-
-namespace {
-
-// Files the config points at must exist before anything starts.
-void check_referenced_files(const Config& cfg, ConfigErrors* errs) {
-  auto need = [&](const std::string& path, const SourcePos& pos, const char* key) {
-    if (path.empty()) return;
-    // Relative paths are relative to the working directory (config/README.md).
-    const std::filesystem::path p(path);
-    std::error_code ec;
-    if (!std::filesystem::exists(p, ec)) {
-      errs->errors.push_back({pos, key, "file not found: \"" + p.string() + "\""});
-    }
-  };
-  if (cfg.mesh.source == MeshSource::kFile) need(cfg.mesh.path, cfg.mesh.pos, "mesh.path");
-  if (cfg.mesh.source == MeshSource::kXds) {
-    need(cfg.mesh.ca_file, cfg.mesh.pos, "mesh.ca_file");
-    need(cfg.mesh.token_file, cfg.mesh.pos, "mesh.token_file");
-  }
-  // The mesh file is checked like the config: every error with its file:line:column.
-  if (cfg.mesh.source == MeshSource::kFile && std::filesystem::exists(cfg.mesh.path)) {
-    auto m = mesh::load_mesh_file(cfg.mesh.path);
-    if (!m) {
-      for (const auto& e : m.error().errors) errs->errors.push_back(e);
-    }
-  }
-  need(cfg.hbone.cert_chain, cfg.hbone.pos, "hbone.cert_chain");
-  need(cfg.hbone.private_key, cfg.hbone.pos, "hbone.private_key");
-  need(cfg.hbone.trust_bundle, cfg.hbone.pos, "hbone.trust_bundle");
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   // Everything after a lone "--" goes to the EAL unchanged.

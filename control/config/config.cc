@@ -16,9 +16,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <functional>
 #include <limits>
 #include <map>
@@ -28,6 +25,7 @@
 #include <tuple>
 #include <utility>
 
+#include "control/common/file_read.h"
 #include "dataplane/lb/lb.h"
 #include "dataplane/tls/spiffe.h"
 
@@ -1415,23 +1413,26 @@ Result<Config, ConfigErrors> parse_config(std::string_view toml_text, const std:
     sort_by_position(errors);
     return ConfigErrors{std::move(errors)};
   }
+  config.positions = parser.positions();
   return config;
 }
 
 Result<Config, ConfigErrors> load_config(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int err = errno;
+  auto text = read_regular_file(path, kMaxConfigFileBytes);
+  if (!text) {
     return ConfigErrors{
-        {ConfigError{SourcePos{path, 0, 0}, "", "cannot read config: " + std::string(
-                                                    std::strerror(err))}}};
+        {ConfigError{SourcePos{path, 0, 0}, "", "config file " + text.error().message}}};
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) {
-    return ConfigErrors{{ConfigError{SourcePos{path, 0, 0}, "", "cannot read config"}}};
+  return parse_config(*text, path);
+}
+
+SourcePos position_of(const Config& config, std::string_view key) {
+  for (;;) {
+    if (auto it = config.positions.find(key); it != config.positions.end()) return it->second;
+    if (key.empty()) return SourcePos{config.path, 0, 0};
+    const auto cut = key.find_last_of(".[");
+    key = cut == std::string_view::npos ? std::string_view{} : key.substr(0, cut);
   }
-  return parse_config(text.str(), path);
 }
 
 ConfigErrors validate_config(const Config& config) {

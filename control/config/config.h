@@ -257,6 +257,9 @@ struct AdminConfig {
 
 struct Config {
   std::string path;  // the file this came from
+  // Where each key was written ("hbone.cert_chain" -> file:line:column), for errors found after
+  // parsing (the files and devices the config names). Empty for configs built in code.
+  std::map<std::string, SourcePos, std::less<>> positions;
   GatewayConfig gateway;
   std::vector<PortConfig> ports;
   std::vector<RouteConfig> routes;
@@ -275,6 +278,9 @@ struct Config {
 // `name` is used as the file name in messages.
 Result<Config, ConfigErrors> parse_config(std::string_view toml_text, const std::string& name);
 Result<Config, ConfigErrors> load_config(const std::string& path);
+
+// Where `key` was written, else where its nearest enclosing key or table was, else the file.
+SourcePos position_of(const Config& config, std::string_view key);
 
 // Validation alone (parse_config already calls it); exposed for configs built in code.
 ConfigErrors validate_config(const Config& config);

@@ -5,15 +5,15 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <set>
 #include <span>
 #include <sstream>
 #include <tuple>
+
+#include "control/common/file_read.h"
 
 namespace meshgate::ctl::mesh {
 namespace {
@@ -595,15 +595,12 @@ Result<MeshModel, ConfigErrors> parse_mesh_file(std::string_view text, const std
 
 Result<MeshModel, ConfigErrors> load_mesh_file(const std::string& path,
                                                const MeshFileOptions& opt) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int err = errno;
-    return ConfigErrors{{ConfigError{SourcePos{path, 0, 0}, "",
-                                     "cannot read mesh file: " + std::string(std::strerror(err))}}};
+  auto text = read_regular_file(path, kMaxMeshFileBytes);
+  if (!text) {
+    return ConfigErrors{
+        {ConfigError{SourcePos{path, 0, 0}, "", "mesh file " + text.error().message}}};
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_mesh_file(text.str(), path, opt);
+  return parse_mesh_file(*text, path, opt);
 }
 
 }  // namespace meshgate::ctl::mesh
