@@ -71,6 +71,7 @@ int main(int argc, char** argv) {
     std::puts("config ok");
     return kExitOk;
   }
+  install_signal_handlers();
   log(LogLevel::kInfo, "config_loaded", "path=\"%s\" ports=%zu services=%zu", config_path.c_str(),
       cfg->ports.size(), cfg->services.size());
   return run_gateway(*cfg, opt);

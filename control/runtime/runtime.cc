@@ -47,25 +47,36 @@
 namespace meshgate::ctl {
 namespace {
 
-// SIGINT stops at once; SIGTERM drains first (live mode).
+// SIGINT and SIGQUIT stop at once; SIGTERM drains first (live mode). SIGHUP, which would
+// otherwise end the process without a summary, --stats-json or EAL cleanup, is logged and
+// ignored until the config can be reloaded. Every one of them ends in the same cleanup path.
 volatile std::sig_atomic_t g_sigint = 0;
 volatile std::sig_atomic_t g_sigterm = 0;
+volatile std::sig_atomic_t g_sighup = 0;
+volatile std::sig_atomic_t g_stop_signal = 0;  // the signal that stops at once
 
 void on_signal(int sig) {
-  if (sig == SIGINT) {
-    g_sigint = 1;
-  } else {
-    g_sigterm = 1;
+  switch (sig) {
+    case SIGINT:
+    case SIGQUIT:
+      g_stop_signal = sig;
+      g_sigint = 1;
+      break;
+    case SIGHUP: g_sighup = 1; break;
+    default: g_sigterm = 1; break;
   }
 }
+
+}  // namespace
 
 void install_signal_handlers() {
   struct sigaction sa{};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  for (int sig : {SIGINT, SIGTERM, SIGQUIT, SIGHUP}) sigaction(sig, &sa, nullptr);
 }
+
+namespace {
 
 Result<uint64_t> count_pcap_packets(const std::string& path) {
   char err[PCAP_ERRBUF_SIZE];
@@ -539,7 +550,6 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
       break;
     }
 
-    install_signal_handlers();
     if (replay) log(LogLevel::kInfo, "replay_start", "packets=%lu", (unsigned long)replay_packets);
     for (auto& s : slots) rte_eal_remote_launch(worker_main, s.worker, s.lcore);
     log(LogLevel::kInfo, "workers_started", "workers=%u", workers);
@@ -622,8 +632,13 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
     };
     for (;;) {
       const auto now = std::chrono::steady_clock::now();
+      if (g_sighup) {
+        g_sighup = 0;
+        log(LogLevel::kWarn, "sighup", "action=ignored reason=\"config reload is not supported "
+            "yet; restart meshgate to apply a new config\"");
+      }
       if (phase != Phase::kStopping && (g_sigint || (replay && g_sigterm))) {
-        log(LogLevel::kInfo, "stopping", "signal=%d", g_sigint ? SIGINT : SIGTERM);
+        log(LogLevel::kInfo, "stopping", "signal=%d", g_sigint ? int(g_stop_signal) : SIGTERM);
         stop_workers();
       }
       if (phase == Phase::kRunning && !replay &&
