@@ -32,6 +32,12 @@ struct ConfigError {
   std::string str() const;
 };
 
+// An unknown key as an error echoes it: a key written by mistake (or by a fuzzer) can be
+// megabytes long, and the message must stay one readable line, so it is cut to its first
+// kMaxEchoedKey bytes and an ellipsis.
+inline constexpr size_t kMaxEchoedKey = 64;
+std::string echoed_key(std::string_view key);
+
 struct ConfigErrors {
   std::vector<ConfigError> errors;
   std::string str() const;  // one error per line

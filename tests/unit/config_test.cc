@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 #include <string_view>
 
@@ -422,6 +423,71 @@ TEST(ConfigErrors, LoadConfigReportsAFileThatCannotBeRead) {
             "config file cannot be opened: No such file or directory");
 }
 
+// An unknown key is echoed in the error; a megabyte of one is cut to its first 64 characters,
+// and no suggestion is searched for (an edit distance over a megabyte per valid key).
+TEST(ConfigErrors, AHugeUnknownKeyIsEchoedTruncated) {
+  const std::string key(1 << 20, 'k');
+  for (const std::string& text : {key + " = 1\n", "[gateway]\n" + key + " = 1\n"}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = parse_config(text + std::string(kPort), kFile);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+    ASSERT_FALSE(r.ok());
+    ASSERT_EQ(r.error().errors.size(), 1u);
+    const std::string e = r.error().str();
+    EXPECT_LT(e.size(), 400u) << e.substr(0, 400);
+    EXPECT_NE(e.find(std::string(64, 'k') + "\u2026: unknown key"), std::string::npos)
+        << e.substr(0, 400);
+    EXPECT_EQ(e.find(std::string(65, 'k')), std::string::npos);
+  }
+}
+
+// Addresses that name no single host a client could reach through the gateway, IPv4 and IPv6.
+TEST(ConfigErrors, UnusableVipsAreRefusedWithTheReason) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"255.255.255.255", "the limited broadcast address"},
+      {"0.0.0.0", "the unspecified address"},
+      {"0.1.2.3", "a \"this network\" address, 0.0.0.0/8"},
+      {"224.0.0.1", "a multicast address"},
+      {"127.0.0.1", "a loopback address"},
+      {"::", "the unspecified address"},
+      {"ff02::1", "a multicast address"},
+      {"::1", "a loopback address"},
+  };
+  for (const auto& [vip, why] : cases) {
+    const bool v6 = std::string_view(vip).find(':') != std::string_view::npos;
+    const std::string text = std::string("[[service]]\nname = \"web\"\nvip = \"") + vip +
+                             "\"\nport = 80\nbackend = [{ address = \"" +
+                             (v6 ? "2001:db8:1::11" : "198.51.100.11") + "\", port = 8080 }]\n" +
+                             std::string(kPort);
+    auto r = parse_config(text, kFile);
+    ASSERT_FALSE(r.ok()) << vip;
+    EXPECT_EQ(r.error().str(), std::string("config.toml:3:7: service[0].vip: not a usable VIP: ") +
+                                   vip + " (" + why + ")\n");
+  }
+}
+
+// NUL, ESC, DEL...: a name is printable text (it ends up in logs, metric labels, terminals).
+TEST(ConfigErrors, ControlCharactersInNamesAreRefusedAtTheName) {
+  const struct {
+    const char* toml;
+    const char* error;
+  } cases[] = {
+      {"[[service]]\nname = \"we\\u0000b\"\nvip = \"203.0.113.10\"\nport = 80\n"
+       "backend = [{ address = \"198.51.100.11\", port = 8080 }]\n",
+       "config.toml:2:8: service[0].name: control character 0x00 at byte 2 of the name"},
+      {"[[service]]\nname = \"web\\u007f\"\nvip = \"203.0.113.10\"\nport = 80\n"
+       "backend = [{ address = \"198.51.100.11\", port = 8080 }]\n",
+       "config.toml:2:8: service[0].name: control character 0x7f at byte 3 of the name"},
+      {"[[port]]\nname = \"net\\u001b[31m\"\ndevice = \"net_null1\"\n",
+       "config.toml:2:8: port[0].name: control character 0x1b at byte 3 of the name"},
+  };
+  for (const auto& c : cases) {
+    auto r = parse_config(std::string(c.toml) + std::string(kPort), kFile);
+    ASSERT_FALSE(r.ok()) << c.toml;
+    EXPECT_EQ(r.error().str(), std::string(c.error) + " (names are printable text)\n");
+  }
+}
+
 TEST(ConfigErrors, ValidateConfigChecksConfigsBuiltInCode) {
   Config c;
   c.path = "built-in";
@@ -596,6 +662,14 @@ port = 80
   port = 8080
 )",
      3, 7, "service[0].vip", R"(not an IPv4/IPv6 address: "203.0.113")"},
+    // The gateway answers its own addresses itself: a service there would never be reached.
+    {"vip_equal_to_a_port_address", R"([[service]]
+name = "web"
+vip = "198.51.100.1"
+port = 80
+backend = [{ address = "198.51.100.11", port = 8080 }]
+)",
+     3, 7, "service[0].vip", R"(VIP 198.51.100.1 is a local address of port "net0")"},
     {"prefix_length_where_an_address_is_expected", R"([[route]]
 prefix = "0.0.0.0/0"
 via = "198.51.100.254/24"
