@@ -1,8 +1,10 @@
 // meshgate: the gateway daemon and the pcap replay (INTERFACE.md "Commands").
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "control/common/log.h"
@@ -55,6 +57,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "meshgate: --pcap-out needs --pcap-in\n");
     return kExitUsage;
   }
+  // Output files are checked before anything starts: a replay must not run to its end and
+  // then find it cannot write its result.
+  for (const auto& [flag, path] : {std::pair{"--pcap-out", &opt.pcap_out},
+                                   std::pair{"--stats-json", &opt.stats_json}}) {
+    if (path->empty()) continue;
+    if (const std::string why = check_output_file(*path); !why.empty()) {
+      std::fprintf(stderr, "meshgate: %s: %s\n", flag, why.c_str());
+      return kExitUsage;
+    }
+  }
 
   auto cfg = load_config(config_path);
   if (!cfg) {
@@ -63,9 +75,21 @@ int main(int argc, char** argv) {
   }
   ConfigErrors errs = check_supported(*cfg);
   check_referenced_files(*cfg, &errs);
+  check_devices(*cfg, !opt.pcap_in.empty(), &errs);
   if (!errs.errors.empty()) {
+    std::stable_sort(errs.errors.begin(), errs.errors.end(),
+                     [](const ConfigError& a, const ConfigError& b) {
+                       return std::pair{a.pos.line, a.pos.column} <
+                              std::pair{b.pos.line, b.pos.column};
+                     });
     std::fputs(errs.str().c_str(), stderr);
     return kExitUsage;
+  }
+  // Not an error (a node may put the admin API behind its own firewall), but never silent.
+  if (admin_listens_on_all_addresses(*cfg) && opt.pcap_in.empty()) {
+    log(LogLevel::kWarn, "admin_unauthenticated",
+        "listen=\"%s\" warning=\"the admin API has no authentication and answers on every "
+        "address; bind it to 127.0.0.1 or ::1\"", cfg->admin.listen.c_str());
   }
   if (check) {
     std::puts("config ok");

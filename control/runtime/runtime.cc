@@ -21,6 +21,7 @@
 #include <chrono>
 #include <csignal>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <thread>
 
@@ -237,9 +238,43 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
   cpu_set_t allowed_cpus;
   CPU_ZERO(&allowed_cpus);
   if (sched_getaffinity(0, sizeof allowed_cpus, &allowed_cpus) != 0) CPU_SET(0, &allowed_cpus);
-  EalPlan plan = plan_eal(cfg, workers, uint32_t(mbufs), opt.eal_args, opt.log_level);
+  // Memory, before the EAL takes any: what the config asks for must fit what the host has
+  // left, or the start would end in the OOM killer's hands, silently. The EAL's part comes
+  // from RAM unless hugepages hold it; the Maglev tables are always ordinary memory.
+  const uint64_t tables_mb = (estimate_table_bytes(cfg) + (1u << 20) - 1) >> 20;
+  const bool mbufs_fit = mbufs <= std::numeric_limits<uint32_t>::max();
+  EalPlan plan = plan_eal(cfg, workers, uint32_t(std::min<uint64_t>(mbufs, UINT32_MAX)),
+                          opt.eal_args, opt.log_level);
+  {
+    const bool eal_in_ram = !mbufs_fit || !plan.hugepages;
+    const uint64_t eal_mb = mbufs_fit ? plan.memory_mb : UINT32_MAX;
+    const uint64_t needed_mb = tables_mb + (eal_in_ram ? eal_mb : 0);
+    const uint64_t available_mb = available_memory_mb();
+    if (!mbufs_fit || (available_mb != 0 && needed_mb > available_mb)) {
+      log(LogLevel::kError, "memory_insufficient",
+          "needed_mb=%lu available_mb=%lu eal_mb=%lu maglev_tables_mb=%lu services=%zu "
+          "error=\"the config needs about %lu MiB (EAL: mbufs and flow tables %lu MiB%s; Maglev "
+          "tables of %zu services %lu MiB), more than the %lu MiB this host has available; "
+          "lower conntrack.max_flows, proxy.memory_mb, table_size or the service count\"",
+          (unsigned long)needed_mb, (unsigned long)available_mb, (unsigned long)eal_mb,
+          (unsigned long)tables_mb, cfg.services.size(), (unsigned long)needed_mb,
+          (unsigned long)eal_mb, eal_in_ram ? "" : " in hugepages", cfg.services.size(),
+          (unsigned long)tables_mb, (unsigned long)available_mb);
+      return kExitUsage;
+    }
+  }
   if (auto r = init_eal(plan); !r) {
-    log(LogLevel::kError, "eal_init_failed", "error=\"%s\"", r.error().message.c_str());
+    // Say what the EAL was asked for and what the host has: the usual cause is memory.
+    log(LogLevel::kError, "eal_init_failed",
+        "error=\"%s\" estimated_mb=%u hugepages=%s free_hugepages_mb=%lu eal_args=%s "
+        "hint=\"%s\"",
+        r.error().message.c_str(), plan.memory_mb, plan.hugepages ? "yes" : "no",
+        (unsigned long)free_hugepage_mb(), opt.eal_args.empty() ? "default" : "user",
+        opt.eal_args.empty()
+            ? "check that the EAL can run here (root, /dev/hugepages or --no-huge memory)"
+            : ("with your EAL arguments, give at least -m " + std::to_string(plan.memory_mb) +
+               " (or --socket-mem) and, without hugepages, --no-huge")
+                  .c_str());
     return kExitRuntime;
   }
   // What the EAL really has (user arguments after `--` replace the plan's).
