@@ -1127,6 +1127,7 @@ class Validator {
         }
       }
       check_table_size(k, s);
+      check_range(k + ".gue_port", s.gue_port, kL4PortSpec);
       if (s.backends.empty()) {
         if (!bad(k + ".backend")) {
           error(k + ".backend",

@@ -466,6 +466,22 @@ TEST(ConfigErrors, UnusableVipsAreRefusedWithTheReason) {
   }
 }
 
+// 0 fits the field (uint16_t), so the parser stores it; the validator must refuse it.
+TEST(ConfigErrors, GuePortZeroIsOutOfRange) {
+  auto r = parse_config(std::string(R"([[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+mode = "dsr-gue"
+gue_port = 0
+backend = [{ address = "198.51.100.11", port = 80 }]
+)") + std::string(kPort),
+                        kFile);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().str(),
+            "config.toml:6:12: service[0].gue_port: expected an integer 1..65535, got 0\n");
+}
+
 // NUL, ESC, DEL...: a name is printable text (it ends up in logs, metric labels, terminals).
 TEST(ConfigErrors, ControlCharactersInNamesAreRefusedAtTheName) {
   const struct {
