@@ -186,6 +186,18 @@ device 0000:ff:1f.7 pci; bad pci "^$TMP/pci.toml:3:10: port\[0\]\.device: PCI de
 device "net_af_packet0,iface=mgnope$ID" iface; bad iface "^$TMP/iface.toml:3:10: port\[0\]\.device: network interface \"mgnope$ID\" does not exist"
 device net_af_packet0,iface=lo lo_ok; good lo_ok
 
+# ---- the admin API on a wildcard address: accepted, with a warning (it has no authentication) ----
+for listen in "0.0.0.0:15000" "[::]:15000"; do
+  printf '%s\n[admin]\nlisten = "%s"\n' "$PORT" "$listen" >"$TMP/admin_any.toml"
+  run "$TMP/admin_any.toml" --check
+  [[ $RC -eq 0 ]] || fail "admin on $listen: exit $RC: $OUT"
+  grep -q "^config ok$" "$TMP/out" || fail "admin on $listen: no 'config ok': $OUT"
+  grep -qF "level=warn event=admin_unauthenticated listen=\"$listen\"" "$TMP/out" \
+    || fail "admin on $listen: no warning: $OUT"
+done
+run "$TMP/limits_lo.toml" --check
+[[ $OUT == "config ok" ]] || fail "admin on 127.0.0.1: want no warning: $OUT"
+
 # ---- the command line's output files: a usage error before anything starts ----
 cp "$TMP/limits_lo.toml" "$TMP/cli.toml"
 : >"$TMP/in.pcap"
