@@ -185,6 +185,14 @@ device eth0 eth0; bad eth0 "^$TMP/eth0.toml:3:10: port\[0\]\.device: unknown DPD
 device 0000:ff:1f.7 pci; bad pci "^$TMP/pci.toml:3:10: port\[0\]\.device: PCI device 0000:ff:1f\.7 is absent"
 device "net_af_packet0,iface=mgnope$ID" iface; bad iface "^$TMP/iface.toml:3:10: port\[0\]\.device: network interface \"mgnope$ID\" does not exist"
 device net_af_packet0,iface=lo lo_ok; good lo_ok
+# Without CAP_NET_RAW the probe fails at start (exit 1): the error names the capability.
+printf '\n[admin]\nlisten = ""\n' >>"$TMP/lo_ok.toml"
+RC=0
+timeout 30 setpriv --inh-caps=-net_raw --bounding-set=-net_raw --ambient-caps=-net_raw \
+  "$MG_BIN" --config "$TMP/lo_ok.toml" >"$TMP/out" 2>&1 || RC=$?
+[[ $RC -eq 1 ]] || fail "af_packet without CAP_NET_RAW: exit $RC (want 1): $(head -c 500 "$TMP/out")"
+grep -q "event=port_setup_failed .*net_af_packet opens a raw socket: run as root or grant CAP_NET_RAW" \
+  "$TMP/out" || fail "af_packet without CAP_NET_RAW: $(grep error "$TMP/out")"
 
 # ---- the admin API on a wildcard address: accepted, with a warning (it has no authentication) ----
 for listen in "0.0.0.0:15000" "[::]:15000"; do
