@@ -1,50 +1,19 @@
 // meshgate: the gateway daemon and the pcap replay (INTERFACE.md "Commands").
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
-#include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "control/common/log.h"
 #include "control/config/config.h"
-#include "control/mesh/mesh_file.h"
+#include "control/runtime/preflight.h"
 #include "control/runtime/runtime.h"
 
 using namespace meshgate;
 using namespace meshgate::ctl;
-
-namespace {
-
-// Files the config points at must exist before anything starts.
-void check_referenced_files(const Config& cfg, ConfigErrors* errs) {
-  auto need = [&](const std::string& path, const SourcePos& pos, const char* key) {
-    if (path.empty()) return;
-    // Relative paths are relative to the working directory (config/README.md).
-    const std::filesystem::path p(path);
-    std::error_code ec;
-    if (!std::filesystem::exists(p, ec)) {
-      errs->errors.push_back({pos, key, "file not found: \"" + p.string() + "\""});
-    }
-  };
-  if (cfg.mesh.source == MeshSource::kFile) need(cfg.mesh.path, cfg.mesh.pos, "mesh.path");
-  if (cfg.mesh.source == MeshSource::kXds) {
-    need(cfg.mesh.ca_file, cfg.mesh.pos, "mesh.ca_file");
-    need(cfg.mesh.token_file, cfg.mesh.pos, "mesh.token_file");
-  }
-  // The mesh file is checked like the config: every error with its file:line:column.
-  if (cfg.mesh.source == MeshSource::kFile && std::filesystem::exists(cfg.mesh.path)) {
-    auto m = mesh::load_mesh_file(cfg.mesh.path);
-    if (!m) {
-      for (const auto& e : m.error().errors) errs->errors.push_back(e);
-    }
-  }
-  need(cfg.hbone.cert_chain, cfg.hbone.pos, "hbone.cert_chain");
-  need(cfg.hbone.private_key, cfg.hbone.pos, "hbone.private_key");
-  need(cfg.hbone.trust_bundle, cfg.hbone.pos, "hbone.trust_bundle");
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   // Everything after a lone "--" goes to the EAL unchanged.
@@ -88,6 +57,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "meshgate: --pcap-out needs --pcap-in\n");
     return kExitUsage;
   }
+  // Output files are checked before anything starts: a replay must not run to its end and
+  // then find it cannot write its result.
+  for (const auto& [flag, path] : {std::pair{"--pcap-out", &opt.pcap_out},
+                                   std::pair{"--stats-json", &opt.stats_json}}) {
+    if (path->empty()) continue;
+    if (const std::string why = check_output_file(*path); !why.empty()) {
+      std::fprintf(stderr, "meshgate: %s: %s\n", flag, why.c_str());
+      return kExitUsage;
+    }
+  }
 
   auto cfg = load_config(config_path);
   if (!cfg) {
@@ -96,14 +75,27 @@ int main(int argc, char** argv) {
   }
   ConfigErrors errs = check_supported(*cfg);
   check_referenced_files(*cfg, &errs);
+  check_devices(*cfg, !opt.pcap_in.empty(), &errs);
   if (!errs.errors.empty()) {
+    std::stable_sort(errs.errors.begin(), errs.errors.end(),
+                     [](const ConfigError& a, const ConfigError& b) {
+                       return std::pair{a.pos.line, a.pos.column} <
+                              std::pair{b.pos.line, b.pos.column};
+                     });
     std::fputs(errs.str().c_str(), stderr);
     return kExitUsage;
+  }
+  // Not an error (a node may put the admin API behind its own firewall), but never silent.
+  if (admin_listens_on_all_addresses(*cfg) && opt.pcap_in.empty()) {
+    log(LogLevel::kWarn, "admin_unauthenticated",
+        "listen=\"%s\" warning=\"the admin API has no authentication and answers on every "
+        "address; bind it to 127.0.0.1 or ::1\"", cfg->admin.listen.c_str());
   }
   if (check) {
     std::puts("config ok");
     return kExitOk;
   }
+  install_signal_handlers();
   log(LogLevel::kInfo, "config_loaded", "path=\"%s\" ports=%zu services=%zu", config_path.c_str(),
       cfg->ports.size(), cfg->services.size());
   return run_gateway(*cfg, opt);

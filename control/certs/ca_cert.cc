@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "control/certs/openssl_ptr.h"
+#include "control/common/file_read.h"
 #include "control/mesh/file_watch.h"
 #include "dataplane/tls/tls.h"
 
@@ -142,9 +143,12 @@ Result<CertBundle> bundle_from_ca_response(const std::vector<std::string>& cert_
 Result<CertBundle> bundle_from_files(const std::string& chain_file, const std::string& key_file,
                                      const std::string& roots_file) {
   CertBundle b;
-  if (!mesh::read_file(chain_file, &b.chain_pem)) return Error{"cannot read " + chain_file};
-  if (!mesh::read_file(key_file, &b.key_pem)) return Error{"cannot read " + key_file};
-  if (!mesh::read_file(roots_file, &b.roots_pem)) return Error{"cannot read " + roots_file};
+  std::string why;
+  if (!mesh::read_file(chain_file, kMaxPemFileBytes, &b.chain_pem, &why) ||
+      !mesh::read_file(key_file, kMaxPemFileBytes, &b.key_pem, &why) ||
+      !mesh::read_file(roots_file, kMaxPemFileBytes, &b.roots_pem, &why)) {
+    return Error{"cannot read " + why};
+  }
   auto r = check_bundle(std::move(b), "", chain_file);
   if (!r) return r;
   // Metadata names the file each certificate came from.

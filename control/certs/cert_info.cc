@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "control/certs/openssl_ptr.h"
+#include "control/common/file_read.h"
 #include "dataplane/tls/tls.h"
 
 namespace meshgate::ctl {
@@ -80,9 +81,9 @@ Result<std::vector<CertInfo>> certs_from_bio(BIO* bio, const std::string& label,
 
 Result<std::vector<CertInfo>> read_pem_certs(const std::string& path, const std::string& first_role,
                                             const std::string& rest_role) {
-  OsslPtr<BIO> bio(BIO_new_file(path.c_str(), "r"));
-  if (!bio) return Error{"cannot read " + path};
-  return certs_from_bio(bio.get(), path, first_role, rest_role);
+  auto pem = read_regular_file(path, kMaxPemFileBytes);
+  if (!pem) return Error{"cannot read " + pem.error().str(path)};
+  return pem_certs_info(*pem, path, first_role, rest_role);
 }
 
 Result<std::vector<CertInfo>> pem_certs_info(const std::string& pem, const std::string& file,

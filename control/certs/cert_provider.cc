@@ -8,6 +8,7 @@
 #include <set>
 #include <vector>
 
+#include "control/common/file_read.h"
 #include "control/common/grpc_credentials.h"
 #include "control/common/log.h"
 #include "control/mesh/file_watch.h"
@@ -31,8 +32,9 @@ Result<CertBundle> request_certificate(const CaOptions& o) {
   auto kc = make_key_and_csr(o.identity);
   if (!kc) return kc.error();
   std::string roots;
-  if (o.tls && !o.ca_file.empty() && !mesh::read_file(o.ca_file, &roots)) {
-    return Error{"cannot read " + o.ca_file};
+  std::string why;
+  if (o.tls && !o.ca_file.empty() && !mesh::read_file(o.ca_file, kMaxPemFileBytes, &roots, &why)) {
+    return Error{"cannot read " + why};
   }
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
@@ -42,7 +44,7 @@ Result<CertBundle> request_certificate(const CaOptions& o) {
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(kCaDeadlineMs));
   if (!o.token_file.empty()) {
     std::string token;
-    if (!mesh::read_token_file(o.token_file, &token)) return Error{"cannot read " + o.token_file};
+    if (!mesh::read_token_file(o.token_file, &token, &why)) return Error{"cannot read " + why};
     ctx.AddMetadata("authorization", "Bearer " + token);
   }
   if (!o.cluster_id.empty()) ctx.AddMetadata("clusterid", o.cluster_id);
@@ -190,12 +192,14 @@ void CertProvider::run_ca() {
 }
 
 bool CertProvider::load_files(bool initial) {
-  std::string chain, key, roots;
-  if (!mesh::read_file(chain_file_, &chain) || !mesh::read_file(key_file_, &key) ||
-      !mesh::read_file(roots_file_, &roots)) {
+  std::string chain, key, roots, why;
+  if (!mesh::read_file(chain_file_, kMaxPemFileBytes, &chain, &why) ||
+      !mesh::read_file(key_file_, kMaxPemFileBytes, &key, &why) ||
+      !mesh::read_file(roots_file_, kMaxPemFileBytes, &roots, &why)) {
     counters_.failures.fetch_add(1, std::memory_order_relaxed);
     log(LogLevel::kWarn, "cert_files_unreadable", "cert_chain=\"%s\" private_key=\"%s\" "
-        "trust_bundle=\"%s\"", chain_file_.c_str(), key_file_.c_str(), roots_file_.c_str());
+        "trust_bundle=\"%s\" error=\"%s\"", chain_file_.c_str(), key_file_.c_str(),
+        roots_file_.c_str(), why.c_str());
     return false;
   }
   const std::string all = chain + '\0' + key + '\0' + roots;

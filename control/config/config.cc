@@ -16,9 +16,7 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <map>
@@ -28,6 +26,8 @@
 #include <tuple>
 #include <utility>
 
+#include "control/common/edit_distance.h"
+#include "control/common/file_read.h"
 #include "dataplane/lb/lb.h"
 #include "dataplane/tls/spiffe.h"
 
@@ -187,24 +187,6 @@ std::string list(Keys keys) {
   return s;
 }
 
-// Optimal string alignment distance (Damerau-Levenshtein restricted to adjacent transpositions):
-// a swapped pair of letters, the most common typo, counts as one edit.
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
-  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-      }
-    }
-  }
-  return d[a.size()][b.size()];
-}
-
 std::string lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = char(std::tolower(static_cast<unsigned char>(c)));
@@ -264,6 +246,33 @@ std::string family(const IpAddr& a) { return a.is_v4() ? "IPv4" : "IPv6"; }
 
 bool is_multicast(const IpAddr& a) {
   return a.is_v4() ? (a.v4_host() >> 28) == 0xe : a.b[0] == 0xff;
+}
+
+// Why `a` cannot be a service VIP (nullptr when it can): addresses that name no single host a
+// client could reach through the gateway.
+const char* unusable_vip(const IpAddr& a) {
+  if (a.is_zero()) return "the unspecified address";
+  if (is_multicast(a)) return "a multicast address";
+  if (a.is_v4()) {
+    const uint32_t h = a.v4_host();
+    if (h == 0xffffffffu) return "the limited broadcast address";
+    if (h >> 24 == 127) return "a loopback address";
+    if (h >> 24 == 0) return "a \"this network\" address, 0.0.0.0/8";  // RFC 1122 3.2.1.3
+    return nullptr;
+  }
+  static const IpAddr kLoopback6 = *IpAddr::parse("::1");
+  if (a == kLoopback6) return "a loopback address";
+  return nullptr;
+}
+
+// The first control character of a name (NUL, ESC, DEL...), which would corrupt logs, metric
+// labels and terminal output: its offset, or npos.
+size_t control_char_at(std::string_view s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) return i;
+  }
+  return std::string_view::npos;
 }
 
 // "host:port" with an IPv6 host in brackets. Returns the host (brackets removed) and port.
@@ -479,8 +488,10 @@ void Parser::check_keys(const toml::table& t, const std::string& path, Keys vali
     if (std::find(valid.begin(), valid.end(), name) != valid.end()) continue;
     const bool is_table = v.is_table() || v.is_array_of_tables();
     const std::string kind = is_table ? "unknown table" : "unknown key";
-    std::string hint = did_you_mean(closest(name, valid));
-    if (hint.empty() && path.empty() && !is_table) {
+    // No valid key is anywhere near that long: skip the edit distances.
+    const bool too_long = name.size() > kMaxEchoedKey;
+    std::string hint = too_long ? "" : did_you_mean(closest(name, valid));
+    if (hint.empty() && path.empty() && !is_table && !too_long) {
       // A table's key written at the top level: say which table it belongs to.
       for (const auto& [table, keys] : kSingleTables) {
         if (std::find(keys.begin(), keys.end(), name) != keys.end()) {
@@ -494,7 +505,7 @@ void Parser::check_keys(const toml::table& t, const std::string& path, Keys vali
       hint = std::string(" (valid ") + (is_table && path.empty() ? "tables" : "keys") + ": " +
              list(valid) + ")";
     }
-    fail(k.source(), join(path, name), kind + hint);
+    fail(k.source(), join(path, echoed_key(name)), kind + hint);
   }
 }
 
@@ -843,6 +854,18 @@ class Validator {
     if (!bad(key) && v.empty()) error(key, std::string("expected ") + what + ", got \"\"");
   }
 
+  // A name: not empty, no control characters.
+  void check_name(const std::string& key, const std::string& v, const char* what) {
+    check_non_empty(key, v, what);
+    if (bad(key)) return;
+    if (const size_t at_byte = control_char_at(v); at_byte != std::string::npos) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02x", static_cast<unsigned char>(v[at_byte]));
+      error(key, std::string("control character ") + hex + " at byte " +
+                     std::to_string(at_byte) + " of the name (names are printable text)");
+    }
+  }
+
   std::string port_names() const {
     std::string s;
     for (const auto& p : c_.ports) s += (s.empty() ? "" : ", ") + p.name;
@@ -957,12 +980,18 @@ class Validator {
       }
       return;
     }
+    if (c_.ports.size() > kMaxPorts && !bad("port")) {
+      error(indexed("port", kMaxPorts),
+            "too many ports: " + std::to_string(c_.ports.size()) + " (at most " +
+                std::to_string(kMaxPorts) + " [[port]] tables; the dataplane's per-port arrays "
+                "hold that many)");
+    }
     std::map<std::string, std::string> names, devices;  // value -> key of the first use
     std::map<IpAddr, std::string> locals;
     for (size_t i = 0; i < c_.ports.size(); ++i) {
       const PortConfig& p = c_.ports[i];
       const std::string k = indexed("port", i);
-      check_non_empty(k + ".name", p.name, "a port name");
+      check_name(k + ".name", p.name, "a port name");
       if (!bad(k + ".name") && !p.name.empty()) {
         if (auto [it, fresh] = names.emplace(p.name, k + ".name"); !fresh) {
           error(k + ".name", "duplicate port name " + quoted(p.name) + " (first defined at " +
@@ -1068,7 +1097,7 @@ class Validator {
     for (size_t i = 0; i < c_.services.size(); ++i) {
       const ServiceConfig& s = c_.services[i];
       const std::string k = indexed("service", i);
-      check_non_empty(k + ".name", s.name, "a service name");
+      check_name(k + ".name", s.name, "a service name");
       if (!bad(k + ".name") && !s.name.empty()) {
         if (auto [it, fresh] = names.emplace(s.name, k + ".name"); !fresh) {
           error(k + ".name", "duplicate service name " + quoted(s.name) + " (first defined at " +
@@ -1076,8 +1105,13 @@ class Validator {
         }
       }
       const bool vip_ok = !bad(k + ".vip");
-      if (vip_ok && (s.vip.is_zero() || is_multicast(s.vip))) {
-        error(k + ".vip", "not a usable VIP: " + s.vip.str());
+      if (const char* why = vip_ok ? unusable_vip(s.vip) : nullptr) {
+        error(k + ".vip", "not a usable VIP: " + s.vip.str() + " (" + why + ")");
+      } else if (const PortConfig* owner = vip_ok && ports_known() ? local_owner(s.vip)
+                                                                    : nullptr) {
+        error(k + ".vip", "VIP " + s.vip.str() + " is a local address of port " +
+                              quoted(owner->name) + " (the gateway answers it itself; give the "
+                              "service an address of its own)");
       }
       check_range(k + ".port", s.port, kL4PortSpec);
       const bool port_ok = !bad(k + ".port") && s.port != 0;
@@ -1093,6 +1127,7 @@ class Validator {
         }
       }
       check_table_size(k, s);
+      check_range(k + ".gue_port", s.gue_port, kL4PortSpec);
       if (s.backends.empty()) {
         if (!bad(k + ".backend")) {
           error(k + ".backend",
@@ -1409,23 +1444,26 @@ Result<Config, ConfigErrors> parse_config(std::string_view toml_text, const std:
     sort_by_position(errors);
     return ConfigErrors{std::move(errors)};
   }
+  config.positions = parser.positions();
   return config;
 }
 
 Result<Config, ConfigErrors> load_config(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int err = errno;
+  auto text = read_regular_file(path, kMaxConfigFileBytes);
+  if (!text) {
     return ConfigErrors{
-        {ConfigError{SourcePos{path, 0, 0}, "", "cannot read config: " + std::string(
-                                                    std::strerror(err))}}};
+        {ConfigError{SourcePos{path, 0, 0}, "", "config file " + text.error().message}}};
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) {
-    return ConfigErrors{{ConfigError{SourcePos{path, 0, 0}, "", "cannot read config"}}};
+  return parse_config(*text, path);
+}
+
+SourcePos position_of(const Config& config, std::string_view key) {
+  for (;;) {
+    if (auto it = config.positions.find(key); it != config.positions.end()) return it->second;
+    if (key.empty()) return SourcePos{config.path, 0, 0};
+    const auto cut = key.find_last_of(".[");
+    key = cut == std::string_view::npos ? std::string_view{} : key.substr(0, cut);
   }
-  return parse_config(text.str(), path);
 }
 
 ConfigErrors validate_config(const Config& config) {

@@ -4,11 +4,15 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "control/common/result.h"
+#include "dataplane/common/limits.h"
 #include "dataplane/common/net_types.h"
 
 namespace meshgate::ctl {
@@ -28,6 +32,12 @@ struct ConfigError {
   std::string str() const;
 };
 
+// An unknown key as an error echoes it: a key written by mistake (or by a fuzzer) can be
+// megabytes long, and the message must stay one readable line, so it is cut to its first
+// kMaxEchoedKey bytes and an ellipsis.
+inline constexpr size_t kMaxEchoedKey = 64;
+std::string echoed_key(std::string_view key);
+
 struct ConfigErrors {
   std::vector<ConfigError> errors;
   std::string str() const;  // one error per line
@@ -35,7 +45,10 @@ struct ConfigErrors {
 
 // Defaults.
 inline constexpr uint32_t kDefaultWorkers = 1;
-inline constexpr uint32_t kMaxWorkers = 64;               // RTE_MAX_LCORE headroom
+// The dataplane's array sizes (dataplane/common/limits.h): one definition for the validator,
+// the command line and the arrays themselves.
+inline constexpr uint32_t kMaxWorkers = dp::kMaxWorkers;
+inline constexpr uint32_t kMaxPorts = dp::kMaxPorts;
 inline constexpr uint16_t kDefaultRxDescriptors = 1024;  // absorbs ~50 us at 20 Mpps
 inline constexpr uint16_t kDefaultTxDescriptors = 1024;
 inline constexpr uint16_t kDefaultMtu = 1500;            // Ethernet default
@@ -230,8 +243,9 @@ inline constexpr uint32_t kDefaultBuildThreads = 0;
 // Automatic never takes more than 8: past that the fill is no longer most of a build of
 // 10,000 services (docs/PERFORMANCE.md, control plane), while every helper is a thread to wake.
 inline constexpr uint32_t kMaxAutoBuildThreads = 8;
-// A set value is bounded like the workers: a host with more cores than that is not expected.
-inline constexpr uint32_t kMaxBuildThreads = kMaxWorkers;
+// A set value is bounded: a host with more cores than that for the control plane is not
+// expected. Helper threads are a vector, not a fixed array, so this is not a dataplane limit.
+inline constexpr uint32_t kMaxBuildThreads = 64;
 
 struct ControlConfig {
   uint32_t build_threads = kDefaultBuildThreads;  // threads; 0 = automatic; 1 = serial builds
@@ -249,6 +263,9 @@ struct AdminConfig {
 
 struct Config {
   std::string path;  // the file this came from
+  // Where each key was written ("hbone.cert_chain" -> file:line:column), for errors found after
+  // parsing (the files and devices the config names). Empty for configs built in code.
+  std::map<std::string, SourcePos, std::less<>> positions;
   GatewayConfig gateway;
   std::vector<PortConfig> ports;
   std::vector<RouteConfig> routes;
@@ -267,6 +284,9 @@ struct Config {
 // `name` is used as the file name in messages.
 Result<Config, ConfigErrors> parse_config(std::string_view toml_text, const std::string& name);
 Result<Config, ConfigErrors> load_config(const std::string& path);
+
+// Where `key` was written, else where its nearest enclosing key or table was, else the file.
+SourcePos position_of(const Config& config, std::string_view key);
 
 // Validation alone (parse_config already calls it); exposed for configs built in code.
 ConfigErrors validate_config(const Config& config);

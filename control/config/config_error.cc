@@ -13,6 +13,11 @@ const char* forward_mode_name(ForwardMode m) {
   return "?";
 }
 
+std::string echoed_key(std::string_view k) {
+  if (k.size() <= kMaxEchoedKey) return std::string(k);
+  return std::string(k.substr(0, kMaxEchoedKey)) + "\u2026";
+}
+
 std::string ConfigError::str() const {
   std::string s = pos.file;
   if (pos.line) s += ":" + std::to_string(pos.line) + ":" + std::to_string(pos.column);

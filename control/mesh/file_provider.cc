@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "control/common/file_read.h"
 #include "control/common/log.h"
 #include "control/mesh/mesh_file.h"
 
@@ -26,8 +27,9 @@ void FileProvider::stop() {
 
 bool FileProvider::load(bool first, std::string* error) {
   std::string text;
-  if (!read_file(path_, &text)) {
-    *error = path_ + ": cannot read mesh file: " + std::strerror(errno);
+  std::string why;
+  if (!read_file(path_, kMaxMeshFileBytes, &text, &why)) {
+    *error = "cannot read mesh file " + why;
     return false;
   }
   if (!first && text == last_text_) return true;  // an event that changed nothing we read

@@ -5,10 +5,11 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <cctype>
-#include <fstream>
-#include <sstream>
+#include <filesystem>
+#include <utility>
+
+#include "control/common/file_read.h"
 
 namespace meshgate::ctl::mesh {
 
@@ -55,19 +56,20 @@ void FileWatch::wake() {
   [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof one);
 }
 
-bool read_file(const std::string& path, std::string* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (in.bad()) return false;
-  *out = s.str();
+bool read_file(const std::string& path, uint64_t max_bytes, std::string* out,
+               std::string* error) {
+  auto r = read_regular_file(path, max_bytes);
+  if (!r) {
+    if (error) *error = r.error().str(path);
+    return false;
+  }
+  *out = std::move(r.value());
   return true;
 }
 
-bool read_token_file(const std::string& path, std::string* out) {
+bool read_token_file(const std::string& path, std::string* out, std::string* error) {
   std::string s;
-  if (!read_file(path, &s)) return false;
+  if (!read_file(path, kMaxPemFileBytes, &s, error)) return false;
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
   size_t i = 0;
   while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;

@@ -3,7 +3,10 @@
 // as well as in-place writes. Any thread; one waiter at a time; wake() from any thread.
 #pragma once
 
+#include <cstdint>
 #include <string>
+
+#include "control/common/file_read.h"
 
 namespace meshgate::ctl::mesh {
 
@@ -28,10 +31,14 @@ class FileWatch {
   int wake_fd_ = -1;
 };
 
-// The whole file, or nullopt-like false when it cannot be read.
-bool read_file(const std::string& path, std::string* out);
-// A bearer token file (a Kubernetes service account token): the whole file without the
-// whitespace around it (editors and `echo` add a newline). False when it cannot be read.
-bool read_token_file(const std::string& path, std::string* out);
+// The whole file: a regular file of at most `max_bytes` (read_regular_file in
+// control/common/file_read.h, which never blocks on a FIFO). False when it cannot be read, with
+// `*error` (when given) saying why: "<path>: is not a regular file (a FIFO)".
+bool read_file(const std::string& path, uint64_t max_bytes, std::string* out,
+               std::string* error = nullptr);
+// A bearer token file (a Kubernetes service account token, at most kMaxPemFileBytes): the whole
+// file without the whitespace around it (editors and `echo` add a newline). False when it
+// cannot be read, with `*error` as read_file's.
+bool read_token_file(const std::string& path, std::string* out, std::string* error = nullptr);
 
 }  // namespace meshgate::ctl::mesh

@@ -5,15 +5,16 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <set>
 #include <span>
 #include <sstream>
 #include <tuple>
+
+#include "control/common/edit_distance.h"
+#include "control/common/file_read.h"
 
 namespace meshgate::ctl::mesh {
 namespace {
@@ -88,23 +89,6 @@ std::string describe(const toml::node& n) {
   }
 }
 
-// Optimal string alignment distance, for "did you mean" (as the main config does).
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
-  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    for (size_t j = 1; j <= b.size(); ++j) {
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1,
-                          d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-      }
-    }
-  }
-  return d[a.size()][b.size()];
-}
-
 template <typename Range>
 std::string did_you_mean(std::string_view got, const Range& candidates) {
   const size_t max_d = got.size() <= 4 ? 1 : 2;
@@ -149,7 +133,7 @@ class Parser {
         hint += ")";
       }
       errors_.push_back({SourcePos{file_, k.source().begin.line, k.source().begin.column},
-                         join(path, name),
+                         join(path, echoed_key(name)),
                          std::string(v.is_table() || v.is_array_of_tables() ? "unknown table"
                                                                              : "unknown key") +
                              hint});
@@ -595,15 +579,12 @@ Result<MeshModel, ConfigErrors> parse_mesh_file(std::string_view text, const std
 
 Result<MeshModel, ConfigErrors> load_mesh_file(const std::string& path,
                                                const MeshFileOptions& opt) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int err = errno;
-    return ConfigErrors{{ConfigError{SourcePos{path, 0, 0}, "",
-                                     "cannot read mesh file: " + std::string(std::strerror(err))}}};
+  auto text = read_regular_file(path, kMaxMeshFileBytes);
+  if (!text) {
+    return ConfigErrors{
+        {ConfigError{SourcePos{path, 0, 0}, "", "mesh file " + text.error().message}}};
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_mesh_file(text.str(), path, opt);
+  return parse_mesh_file(*text, path, opt);
 }
 
 }  // namespace meshgate::ctl::mesh

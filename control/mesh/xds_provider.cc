@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <set>
 
+#include "control/common/file_read.h"
 #include "control/common/grpc_credentials.h"
 #include "control/common/log.h"
 #include "control/mesh/file_watch.h"
@@ -268,8 +269,10 @@ XdsProvider::XdsProvider(XdsOptions opt) : opt_(std::move(opt)), state_(std::mak
 XdsProvider::~XdsProvider() { stop(); }
 
 Result<bool> XdsProvider::start() {
-  if (opt_.tls && !opt_.ca_file.empty() && !read_file(opt_.ca_file, &ca_pem_)) {
-    return Error{"cannot read [mesh] ca_file " + opt_.ca_file};
+  std::string why;
+  if (opt_.tls && !opt_.ca_file.empty() &&
+      !read_file(opt_.ca_file, kMaxPemFileBytes, &ca_pem_, &why)) {
+    return Error{"cannot read [mesh] ca_file " + why};
   }
   log(LogLevel::kInfo, "xds_start", "address=%s tls=%s node_id=%s cluster_id=%s",
       opt_.address.c_str(), opt_.tls ? "true" : "false", opt_.node_id.c_str(),
@@ -335,10 +338,12 @@ XdsProvider::StreamEnd XdsProvider::run_stream() {
   grpc::ClientContext ctx;
   if (!opt_.token_file.empty()) {
     std::string token;
-    if (read_token_file(opt_.token_file, &token)) {
+    std::string why;
+    if (read_token_file(opt_.token_file, &token, &why)) {
       ctx.AddMetadata("authorization", "Bearer " + token);
     } else {
-      log(LogLevel::kWarn, "xds_token_unreadable", "path=\"%s\"", opt_.token_file.c_str());
+      log(LogLevel::kWarn, "xds_token_unreadable", "path=\"%s\" error=\"%s\"",
+          opt_.token_file.c_str(), why.c_str());
     }
   }
   ctx.AddMetadata("clusterid", opt_.cluster_id);

@@ -9,8 +9,10 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <string>
 
 #include "dataplane/conntrack/conntrack.h"
+#include "dataplane/lb/lb.h"
 #include "dataplane/worker/counters.h"
 
 namespace meshgate::ctl {
@@ -43,6 +45,51 @@ uint32_t estimate_memory_mb(const Config& cfg, uint32_t workers, uint32_t mbufs)
   // The EAL's own structures, the address table (4 MiB), handoff rings, snapshot vectors.
   bytes += 96ull << 20;
   return uint32_t((bytes + (1u << 20) - 1) >> 20);
+}
+
+uint64_t estimate_table_bytes(const Config& cfg) {
+  // A snapshot's per-service entries (SnapService, its backends, index and stat entries) are a
+  // few hundred bytes; 1 KiB a service and 256 bytes a backend leave room for the vectors'
+  // growth.
+  constexpr uint64_t kServiceBytes = 1024;
+  constexpr uint64_t kBackendBytes = 256;
+  uint64_t bytes = 0;
+  for (const auto& s : cfg.services) {
+    const uint64_t slots = s.table_size ? s.table_size : dp::lb_auto_table_size(s.backends.size());
+    bytes += slots * sizeof(uint32_t) + kServiceBytes + kBackendBytes * s.backends.size();
+  }
+  return bytes;
+}
+
+uint64_t available_memory_mb() {
+  uint64_t mb = 0;
+  {
+    std::ifstream f("/proc/meminfo");
+    std::string key;
+    uint64_t kb = 0;
+    std::string unit;
+    while (f >> key >> kb) {
+      std::getline(f, unit);
+      if (key == "MemAvailable:") {
+        mb = kb / 1024;
+        break;
+      }
+    }
+  }
+  // cgroup v2: "0::/system.slice/x.service" -> /sys/fs/cgroup/system.slice/x.service/memory.max
+  std::ifstream cg("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(cg, line)) {
+    if (line.rfind("0::", 0) != 0) continue;
+    const std::string dir = "/sys/fs/cgroup" + line.substr(3);
+    std::ifstream max_f(dir + "/memory.max"), cur_f(dir + "/memory.current");
+    uint64_t max = 0, cur = 0;
+    if ((max_f >> max) && (cur_f >> cur)) {  // "max" (no limit) fails to parse: skipped
+      const uint64_t left = max > cur ? (max - cur) >> 20 : 0;
+      if (mb == 0 || left < mb) mb = left;
+    }
+  }
+  return mb;
 }
 
 uint64_t free_hugepage_mb() {

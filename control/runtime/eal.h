@@ -22,6 +22,13 @@ struct EalPlan {
 
 // Memory the process needs: mbuf pool, flow tables, per-worker counters, tables, slack.
 uint32_t estimate_memory_mb(const Config& cfg, uint32_t workers, uint32_t mbufs);
+// Memory outside the EAL's that the first snapshot takes: each static service's Maglev table
+// (4 bytes a slot; 65537 slots when automatic: 256 KiB a service) and its entries. Mesh
+// services are not known before their source answers and are not counted.
+uint64_t estimate_table_bytes(const Config& cfg);
+// Memory this process can still take, in MB: MemAvailable, or what the cgroup's memory.max
+// leaves when that is less. 0 when unknown.
+uint64_t available_memory_mb();
 // Free hugepage memory in MB (all page sizes).
 uint64_t free_hugepage_mb();
 

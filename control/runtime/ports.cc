@@ -5,6 +5,7 @@
 #include <rte_ethdev.h>
 
 #include "control/common/log.h"
+#include "control/runtime/devices.h"
 #include "control/runtime/eal.h"
 
 namespace meshgate::ctl {
@@ -24,7 +25,13 @@ Result<uint16_t> attach(const std::string& device) {
                  " is not available to DPDK (bound to vfio-pci / uio? see README)"};
   }
   const int rc = rte_dev_probe(device.c_str());
-  if (rc != 0) return Error{"cannot attach device '" + device + "': " + rte_strerror(-rc)};
+  if (rc != 0) {
+    // The PMDs' own errno is often unhelpful ("Bad address" for a missing interface).
+    const std::string cause = probe_failure_cause(device, rc);
+    return Error{"cannot attach device '" + device + "': " +
+                 (cause.empty() ? std::string(rte_strerror(-rc))
+                                : cause + " (" + rte_strerror(-rc) + ")")};
+  }
   if (rte_eth_dev_get_port_by_name(name.c_str(), &port_id) != 0) {
     return Error{"device '" + device + "' attached but is not an ethdev"};
   }

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <csignal>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <thread>
 
@@ -47,25 +48,36 @@
 namespace meshgate::ctl {
 namespace {
 
-// SIGINT stops at once; SIGTERM drains first (live mode).
+// SIGINT and SIGQUIT stop at once; SIGTERM drains first (live mode). SIGHUP, which would
+// otherwise end the process without a summary, --stats-json or EAL cleanup, is logged and
+// ignored until the config can be reloaded. Every one of them ends in the same cleanup path.
 volatile std::sig_atomic_t g_sigint = 0;
 volatile std::sig_atomic_t g_sigterm = 0;
+volatile std::sig_atomic_t g_sighup = 0;
+volatile std::sig_atomic_t g_stop_signal = 0;  // the signal that stops at once
 
 void on_signal(int sig) {
-  if (sig == SIGINT) {
-    g_sigint = 1;
-  } else {
-    g_sigterm = 1;
+  switch (sig) {
+    case SIGINT:
+    case SIGQUIT:
+      g_stop_signal = sig;
+      g_sigint = 1;
+      break;
+    case SIGHUP: g_sighup = 1; break;
+    default: g_sigterm = 1; break;
   }
 }
+
+}  // namespace
 
 void install_signal_handlers() {
   struct sigaction sa{};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  for (int sig : {SIGINT, SIGTERM, SIGQUIT, SIGHUP}) sigaction(sig, &sa, nullptr);
 }
+
+namespace {
 
 Result<uint64_t> count_pcap_packets(const std::string& path) {
   char err[PCAP_ERRBUF_SIZE];
@@ -163,6 +175,13 @@ dp::ProxyParams proxy_params(const Config& cfg) {
 int run_gateway(const Config& cfg, const RunOptions& opt) {
   const bool replay = !opt.pcap_in.empty();
   uint32_t workers = opt.workers ? opt.workers : cfg.gateway.workers;
+  // The validator and the command line keep to these; a config built in code might not, and
+  // the per-worker and per-port arrays below are sized by them.
+  if (workers < 1 || workers > dp::kMaxWorkers || cfg.ports.size() > dp::kMaxPorts) {
+    log(LogLevel::kError, "usage", "error=\"at most %u workers and %u ports\" workers=%u ports=%zu",
+        dp::kMaxWorkers, dp::kMaxPorts, workers, cfg.ports.size());
+    return kExitUsage;
+  }
   uint64_t replay_packets = 0;
   std::vector<PortSetup> setups;
   for (const auto& p : cfg.ports) setups.push_back(PortSetup{&p, p.device});
@@ -219,9 +238,43 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
   cpu_set_t allowed_cpus;
   CPU_ZERO(&allowed_cpus);
   if (sched_getaffinity(0, sizeof allowed_cpus, &allowed_cpus) != 0) CPU_SET(0, &allowed_cpus);
-  EalPlan plan = plan_eal(cfg, workers, uint32_t(mbufs), opt.eal_args, opt.log_level);
+  // Memory, before the EAL takes any: what the config asks for must fit what the host has
+  // left, or the start would end in the OOM killer's hands, silently. The EAL's part comes
+  // from RAM unless hugepages hold it; the Maglev tables are always ordinary memory.
+  const uint64_t tables_mb = (estimate_table_bytes(cfg) + (1u << 20) - 1) >> 20;
+  const bool mbufs_fit = mbufs <= std::numeric_limits<uint32_t>::max();
+  EalPlan plan = plan_eal(cfg, workers, uint32_t(std::min<uint64_t>(mbufs, UINT32_MAX)),
+                          opt.eal_args, opt.log_level);
+  {
+    const bool eal_in_ram = !mbufs_fit || !plan.hugepages;
+    const uint64_t eal_mb = mbufs_fit ? plan.memory_mb : UINT32_MAX;
+    const uint64_t needed_mb = tables_mb + (eal_in_ram ? eal_mb : 0);
+    const uint64_t available_mb = available_memory_mb();
+    if (!mbufs_fit || (available_mb != 0 && needed_mb > available_mb)) {
+      log(LogLevel::kError, "memory_insufficient",
+          "needed_mb=%lu available_mb=%lu eal_mb=%lu maglev_tables_mb=%lu services=%zu "
+          "error=\"the config needs about %lu MiB (EAL: mbufs and flow tables %lu MiB%s; Maglev "
+          "tables of %zu services %lu MiB), more than the %lu MiB this host has available; "
+          "lower conntrack.max_flows, proxy.memory_mb, table_size or the service count\"",
+          (unsigned long)needed_mb, (unsigned long)available_mb, (unsigned long)eal_mb,
+          (unsigned long)tables_mb, cfg.services.size(), (unsigned long)needed_mb,
+          (unsigned long)eal_mb, eal_in_ram ? "" : " in hugepages", cfg.services.size(),
+          (unsigned long)tables_mb, (unsigned long)available_mb);
+      return kExitUsage;
+    }
+  }
   if (auto r = init_eal(plan); !r) {
-    log(LogLevel::kError, "eal_init_failed", "error=\"%s\"", r.error().message.c_str());
+    // Say what the EAL was asked for and what the host has: the usual cause is memory.
+    log(LogLevel::kError, "eal_init_failed",
+        "error=\"%s\" estimated_mb=%u hugepages=%s free_hugepages_mb=%lu eal_args=%s "
+        "hint=\"%s\"",
+        r.error().message.c_str(), plan.memory_mb, plan.hugepages ? "yes" : "no",
+        (unsigned long)free_hugepage_mb(), opt.eal_args.empty() ? "default" : "user",
+        opt.eal_args.empty()
+            ? "check that the EAL can run here (root, /dev/hugepages or --no-huge memory)"
+            : ("with your EAL arguments, give at least -m " + std::to_string(plan.memory_mb) +
+               " (or --socket-mem) and, without hugepages, --no-huge")
+                  .c_str());
     return kExitRuntime;
   }
   // What the EAL really has (user arguments after `--` replace the plan's).
@@ -532,7 +585,6 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
       break;
     }
 
-    install_signal_handlers();
     if (replay) log(LogLevel::kInfo, "replay_start", "packets=%lu", (unsigned long)replay_packets);
     for (auto& s : slots) rte_eal_remote_launch(worker_main, s.worker, s.lcore);
     log(LogLevel::kInfo, "workers_started", "workers=%u", workers);
@@ -615,8 +667,13 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
     };
     for (;;) {
       const auto now = std::chrono::steady_clock::now();
+      if (g_sighup) {
+        g_sighup = 0;
+        log(LogLevel::kWarn, "sighup", "action=ignored reason=\"config reload is not supported "
+            "yet; restart meshgate to apply a new config\"");
+      }
       if (phase != Phase::kStopping && (g_sigint || (replay && g_sigterm))) {
-        log(LogLevel::kInfo, "stopping", "signal=%d", g_sigint ? SIGINT : SIGTERM);
+        log(LogLevel::kInfo, "stopping", "signal=%d", g_sigint ? int(g_stop_signal) : SIGTERM);
         stop_workers();
       }
       if (phase == Phase::kRunning && !replay &&

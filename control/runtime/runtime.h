@@ -33,6 +33,12 @@ ConfigErrors check_supported(const Config& cfg);
 // with a fresh random secret for ISNs and SYN cookies.
 dp::ProxyParams proxy_params(const Config& cfg);
 
+// SIGINT / SIGQUIT (stop at once), SIGTERM (drain in live mode, stop in a replay) and SIGHUP
+// (logged, ignored: no reload yet) only set flags that run_gateway's control loop acts on, so
+// every one of them ends with the summary, --stats-json and the EAL cleaned up. main installs
+// them before anything starts: a signal during start-up is acted on once the loop runs.
+void install_signal_handlers();
+
 int run_gateway(const Config& cfg, const RunOptions& opt);
 
 }  // namespace meshgate::ctl

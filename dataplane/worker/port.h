@@ -6,11 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "dataplane/common/limits.h"
 #include "dataplane/common/net_types.h"
 
 namespace meshgate::dp {
-
-inline constexpr uint32_t kMaxPorts = 8;
 
 struct PortRuntime {
   std::string name;

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "dataplane/common/compiler.h"
+#include "dataplane/common/limits.h"
 #include "dataplane/conntrack/conntrack.h"
 #include "dataplane/l2/neighbor.h"
 #include "dataplane/nat/frag.h"
@@ -54,7 +55,6 @@ struct GatewayParams;
 }  // namespace hbone
 
 inline constexpr uint16_t kBurst = 32;
-inline constexpr uint32_t kMaxWorkers = 32;  // the handoff "visited" mask is 32 bits
 // ICMP errors a worker may send per second, and the burst above that (Linux icmp_ratelimit).
 inline constexpr uint32_t kIcmpErrorsPerSecond = 1000;
 inline constexpr uint32_t kIcmpErrorBurst = 50;

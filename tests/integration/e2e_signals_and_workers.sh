@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Live mode on net_null ports with two workers (RSS queues, one per worker): the workers poll,
-# SIGINT and SIGTERM each stop the gateway with exit 0, the summary and --stats-json.
+# SIGINT, SIGTERM and SIGQUIT each stop the gateway with exit 0, the summary and --stats-json;
+# SIGHUP is logged and ignored, live and in a replay.
 source "$(dirname "$0")/lib.sh"
 
 cat >"$TMP/gw.toml" <<TOML
@@ -14,7 +15,7 @@ addresses = ["198.51.100.1/24"]
 [admin]
 listen = "$MG_ADMIN"
 TOML
-for sig in INT TERM; do
+for sig in INT TERM QUIT; do
   start_gateway "$TMP/gw.toml"
   sleep 1
   stop_gateway $sig
@@ -40,4 +41,43 @@ grep -q "event=eal_ready eal_args=user hugepages=no memory_mb=345 " "$TMP/eal.lo
 kill -INT "${PIDS[-1]}"
 wait "${PIDS[-1]}" || fail "gateway with EAL args did not exit 0"
 [[ ! -e /var/run/dpdk/mge2e-eal-$ID ]] || fail "the EAL runtime directory of --file-prefix was left behind"
+
+# SIGHUP: logged and ignored (config reload is not supported yet). The gateway keeps running
+# and answering /ready; SIGTERM then still ends it with exit 0, the summary and --stats-json.
+ready() { [[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://$MG_ADMIN/ready") == 200 ]]; }
+start_gateway "$TMP/gw.toml"
+wait_for 10 ready || fail "not ready before SIGHUP"
+kill -HUP "$GW_PID"
+wait_for 5 grep -q "event=sighup" "$TMP/gateway.log" || fail "SIGHUP was not logged"
+grep -q 'level=warn event=sighup action=ignored reason="config reload is not supported yet' \
+  "$TMP/gateway.log" || fail "SIGHUP log line: $(grep sighup "$TMP/gateway.log")"
+sleep 0.5
+kill -0 "$GW_PID" 2>/dev/null || fail "SIGHUP ended the gateway"
+ready || fail "/ready does not answer 200 after SIGHUP"
+stop_gateway TERM
+grep -q "meshgate summary" "$TMP/gateway.log" || fail "no summary after SIGHUP then SIGTERM"
+[[ ! -e /var/run/dpdk/meshgate-$GW_PID-0 ]] || fail "SIGHUP: the EAL runtime directory was left behind"
+rm -f "$TMP/stats.json"
+
+# A replay: SIGHUPs from its start to its end are ignored; SIGTERM then stops it with exit 0,
+# the summary and --stats-json (or it ends by itself, the same way).
+PCAPGEN=${MG_PCAPGEN:?MG_PCAPGEN must point at pcapgen}
+SRC=${MG_SOURCE_DIR:?}
+"$PCAPGEN" --config "$SRC/config/demo.toml" --profile "$SRC/tools/pcapgen/profiles/demo.toml" \
+  --out "$TMP/replay.pcap" --packets 200000 >/dev/null
+"$MG_BIN" --config "$SRC/config/demo.toml" --pcap-in "$TMP/replay.pcap" --pcap-out "$TMP/out.pcap" \
+  --stats-json "$TMP/stats.json" >"$TMP/replay.log" 2>&1 &
+RP=$!
+PIDS+=("$RP")
+wait_for 20 grep -q "event=config_loaded" "$TMP/replay.log" || fail "replay did not start"
+for _ in $(seq 1 50); do  # 50 x 20 ms: SIGHUPs through start-up and the replay
+  kill -HUP "$RP" 2>/dev/null || break
+  sleep 0.02
+done
+kill -TERM "$RP" 2>/dev/null || true
+rc=0; wait "$RP" || rc=$?
+[[ $rc -eq 0 ]] || fail "replay exited $rc after SIGHUPs and SIGTERM: $(tail -n 3 "$TMP/replay.log")"
+grep -q "event=sighup action=ignored" "$TMP/replay.log" || fail "replay: SIGHUP was not logged"
+grep -q "meshgate summary" "$TMP/replay.log" || fail "replay: no summary"
+[[ -s $TMP/stats.json ]] || fail "replay: no --stats-json"
 echo "PASS"

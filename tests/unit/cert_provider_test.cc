@@ -26,7 +26,7 @@ const std::string kId = "spiffe://cluster.local/ns/istio-system/sa/meshgate";
 
 std::string slurp(const std::string& path) {
   std::string s;
-  EXPECT_TRUE(ctl::mesh::read_file(path, &s)) << path;
+  EXPECT_TRUE(ctl::mesh::read_file(path, ctl::kMaxPemFileBytes, &s)) << path;
   return s;
 }
 

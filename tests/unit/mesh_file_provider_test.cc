@@ -2,14 +2,19 @@
 // an invalid edit keeps the last model (counted), and the fixed file applies again.
 #include "control/mesh/file_provider.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <thread>
+
+#include "tests/support/temp_dir.h"
 
 namespace meshgate::ctl::mesh {
 namespace {
@@ -81,6 +86,59 @@ TEST(FileProvider, ReloadsOnWritesAndRenamesAndKeepsTheLastGoodModel) {
   EXPECT_EQ(p.counters().reloads.load(), 4u);
   p.stop();
   std::filesystem::remove_all(dir);
+}
+
+// A FIFO or a link to /dev/zero put in place of the mesh file: refused at once (no open() that
+// waits for a writer, no read until memory runs out), the last model kept, the thread still
+// answers the next good edit and stops promptly.
+TEST(FileProvider, FifoOrDevZeroInPlaceOfTheFileKeepsTheLastModelAndStopsPromptly) {
+  const test::TempDir tmp;
+  const std::string dir = tmp.str();
+  const std::string path = dir + "/mesh.toml";
+  std::ofstream(path) << mesh("10.0.0.1");
+  FileProvider p(path);
+  ASSERT_TRUE(p.start().ok());
+  ASSERT_TRUE(wait_update(p, 100ms));
+
+  ASSERT_EQ(mkfifo((dir + "/next").c_str(), 0600), 0);
+  std::filesystem::rename(dir + "/next", path);
+  EXPECT_FALSE(wait_update(p, 300ms));
+  const auto errors_deadline = std::chrono::steady_clock::now() + 2s;
+  while (p.counters().reload_errors.load() < 1 &&
+         std::chrono::steady_clock::now() < errors_deadline) {
+    std::this_thread::sleep_for(5ms);
+  }
+  if (p.counters().reload_errors.load() != 1u) {
+    // Blocked in open(): a writer comes and goes to release it, and the test stops here.
+    const int w = open(path.c_str(), O_WRONLY | O_NONBLOCK);
+    if (w >= 0) close(w);
+    p.stop();
+    FAIL() << "a FIFO in place of the mesh file was not refused";
+  }
+
+  std::filesystem::create_symlink("/dev/zero", dir + "/next");
+  std::filesystem::rename(dir + "/next", path);
+  EXPECT_FALSE(wait_update(p, 300ms));
+  EXPECT_EQ(p.counters().reload_errors.load(), 2u);
+
+  // The provider's thread is not wedged: a good file applies again.
+  std::ofstream(dir + "/next") << mesh("10.0.0.5");
+  std::filesystem::rename(dir + "/next", path);
+  auto m = wait_update(p, 2s);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(address_of(*m), "10.0.0.5");
+
+  // And a FIFO again, then stop: within a second, not blocked in open().
+  ASSERT_EQ(mkfifo((dir + "/next").c_str(), 0600), 0);
+  std::filesystem::rename(dir + "/next", path);
+  std::this_thread::sleep_for(100ms);
+  auto stopped = std::async(std::launch::async, [&] { p.stop(); });
+  if (stopped.wait_for(1s) != std::future_status::ready) {
+    const int w = open(path.c_str(), O_WRONLY | O_NONBLOCK);  // release a blocked open()
+    if (w >= 0) close(w);
+    stopped.wait();
+    ADD_FAILURE() << "stop() blocked behind a FIFO";
+  }
 }
 
 TEST(FileProvider, InvalidFileAtStartIsAnErrorWithItsPosition) {

@@ -88,11 +88,13 @@ int main(int argc, char** argv) {
                *port, opt.cert_file.empty() ? "false" : "true", model->services.size(),
                model->workloads.size(), model->policies.size());
   std::string last;
-  ctl::mesh::read_file(mesh_file, &last);
+  ctl::mesh::read_file(mesh_file, ctl::kMaxMeshFileBytes, &last);
   while (!g_stop) {
     if (!watch.wait(200)) continue;
     std::string text;
-    if (!ctl::mesh::read_file(mesh_file, &text) || text == last) continue;
+    if (!ctl::mesh::read_file(mesh_file, ctl::kMaxMeshFileBytes, &text) || text == last) {
+      continue;
+    }
     auto m = ctl::mesh::parse_mesh_file(text, mesh_file, parse_opt);
     if (!m) {
       std::fprintf(stderr, "level=error event=meshserver_file_invalid action=keep_last\n%s",

@@ -299,8 +299,8 @@ ctl::Result<int> MeshServer::start(const mesh::MeshModel& model) {
   if (!opt_.cert_file.empty() && !opt_.key_file.empty()) {
     grpc::SslServerCredentialsOptions ssl(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
     grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-    if (!mesh::read_file(opt_.key_file, &pair.private_key) ||
-        !mesh::read_file(opt_.cert_file, &pair.cert_chain)) {
+    if (!mesh::read_file(opt_.key_file, ctl::kMaxPemFileBytes, &pair.private_key) ||
+        !mesh::read_file(opt_.cert_file, ctl::kMaxPemFileBytes, &pair.cert_chain)) {
       return ctl::Error{"cannot read " + opt_.cert_file + " / " + opt_.key_file};
     }
     ssl.pem_key_cert_pairs.push_back(pair);

@@ -57,9 +57,10 @@ ctl::Result<std::unique_ptr<TestCa>> TestCa::create(const TestCaOptions& opt) {
   std::unique_ptr<TestCa> ca(new TestCa());
   ca->opt_ = opt;
   std::string key_pem;
-  if (!ctl::mesh::read_file(opt.cert_file, &ca->ca_pem_) ||
-      !ctl::mesh::read_file(opt.key_file, &key_pem) ||
-      (!opt.roots_file.empty() && !ctl::mesh::read_file(opt.roots_file, &ca->roots_pem_))) {
+  if (!ctl::mesh::read_file(opt.cert_file, ctl::kMaxPemFileBytes, &ca->ca_pem_) ||
+      !ctl::mesh::read_file(opt.key_file, ctl::kMaxPemFileBytes, &key_pem) ||
+      (!opt.roots_file.empty() &&
+       !ctl::mesh::read_file(opt.roots_file, ctl::kMaxPemFileBytes, &ca->roots_pem_))) {
     return ctl::Error{"cannot read the CA files " + opt.cert_file + " / " + opt.key_file + " / " +
                       opt.roots_file};
   }

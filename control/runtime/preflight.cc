@@ -1,0 +1,94 @@
+#include "control/runtime/preflight.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "control/common/file_read.h"
+#include "control/mesh/mesh_file.h"
+#include "control/runtime/devices.h"
+
+namespace meshgate::ctl {
+
+void check_referenced_files(const Config& cfg, ConfigErrors* errs) {
+  // The file at `key`, or nullopt with the error recorded at the key. Relative paths are
+  // relative to the working directory (config/README.md).
+  auto read = [&](const std::string& key, const std::string& path,
+                  uint64_t max_bytes) -> std::optional<std::string> {
+    if (path.empty()) return std::nullopt;
+    auto r = read_regular_file(path, max_bytes);
+    if (r) return std::move(r.value());
+    errs->errors.push_back({position_of(cfg, key), key, "\"" + path + "\" " + r.error().message});
+    return std::nullopt;
+  };
+  if (cfg.mesh.source == MeshSource::kFile) {
+    // The mesh file is checked like the config: every error with its file:line:column.
+    if (auto text = read("mesh.path", cfg.mesh.path, kMaxMeshFileBytes)) {
+      auto m = mesh::parse_mesh_file(*text, cfg.mesh.path);
+      if (!m) {
+        for (const auto& e : m.error().errors) errs->errors.push_back(e);
+      }
+    }
+  }
+  if (cfg.mesh.source == MeshSource::kXds) {
+    read("mesh.ca_file", cfg.mesh.ca_file, kMaxPemFileBytes);
+    read("mesh.token_file", cfg.mesh.token_file, kMaxPemFileBytes);
+  }
+  read("hbone.cert_chain", cfg.hbone.cert_chain, kMaxPemFileBytes);
+  read("hbone.private_key", cfg.hbone.private_key, kMaxPemFileBytes);
+  read("hbone.trust_bundle", cfg.hbone.trust_bundle, kMaxPemFileBytes);
+  if (!cfg.hbone.ca_address.empty()) {
+    read("hbone.ca_file", cfg.hbone.ca_file, kMaxPemFileBytes);
+    read("hbone.token_file", cfg.hbone.token_file, kMaxPemFileBytes);
+  }
+}
+
+void check_devices(const Config& cfg, bool replay, ConfigErrors* errs) {
+  const std::vector<std::string> pmds = net_pmd_names(default_pmd_dir());
+  for (size_t i = replay ? 1 : 0; i < cfg.ports.size(); ++i) {
+    const std::string key = "port[" + std::to_string(i) + "].device";
+    if (std::string why = check_device(cfg.ports[i].device, pmds); !why.empty()) {
+      errs->errors.push_back({position_of(cfg, key), key, std::move(why)});
+    }
+  }
+}
+
+std::string check_output_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p(path);
+  const auto st = fs::status(p, ec);
+  if (fs::exists(st)) {
+    if (fs::is_directory(st)) return "\"" + path + "\" is a directory";
+    if (access(path.c_str(), W_OK) != 0) {
+      return "\"" + path + "\" is not writable: " + std::strerror(errno);
+    }
+    return "";
+  }
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  if (!fs::is_directory(dir, ec)) return "directory \"" + dir.string() + "\" does not exist";
+  // access() answers for root too when the file system is read-only (EROFS).
+  if (access(dir.c_str(), W_OK | X_OK) != 0) {
+    return "cannot create \"" + path + "\": " + std::strerror(errno);
+  }
+  return "";
+}
+
+bool admin_listens_on_all_addresses(const Config& cfg) {
+  const std::string& l = cfg.admin.listen;
+  const auto colon = l.rfind(':');
+  if (colon == std::string::npos) return false;
+  std::string host = l.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  const auto a = IpAddr::parse(host);
+  return a && a->is_zero();
+}
+
+}  // namespace meshgate::ctl

@@ -1,0 +1,29 @@
+// Checks of what a valid config points at outside itself, made before anything starts (by
+// --check and by a start alike): the files it names, the devices of its ports; and of the
+// command line's output files. Every config error carries the position of the key at fault.
+// Main thread.
+#pragma once
+
+#include "control/config/config.h"
+
+namespace meshgate::ctl {
+
+// The mesh file (read and parsed: its own errors keep their file:line:column), the PEM files
+// and token files of [mesh] and [hbone]: each must be a regular file within its size limit
+// (control/common/file_read.h). Appends to `errs`.
+void check_referenced_files(const Config& cfg, ConfigErrors* errs);
+
+// Each [[port]] device (control/runtime/devices.h: PCI address present, vdev driver known,
+// interfaces it opens present). `replay`: the first port's device is replaced by the pcap
+// device and not checked. Appends to `errs`.
+void check_devices(const Config& cfg, bool replay, ConfigErrors* errs);
+
+// An output file (--pcap-out, --stats-json) can be created or replaced: "" when it can, else
+// why not ("directory /x does not exist", "... is read-only").
+std::string check_output_file(const std::string& path);
+
+// [admin] listen is a wildcard address (0.0.0.0 or [::]): the API, which has no
+// authentication, answers on every interface.
+bool admin_listens_on_all_addresses(const Config& cfg);
+
+}  // namespace meshgate::ctl
