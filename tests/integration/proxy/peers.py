@@ -230,7 +230,7 @@ async def many(host, port, n):
             await w.wait_closed()
         except Exception as e:  # noqa: BLE001 - counted by type
             errors[type(e).__name__] = errors.get(type(e).__name__, 0) + 1
-            barrier.abort()
+            await barrier.abort()
 
     barrier = asyncio.Barrier(n)
     t0 = time.monotonic()
