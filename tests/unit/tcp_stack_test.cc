@@ -735,6 +735,40 @@ TEST_F(TcpStateMachine, memory_freed_by_another_connection_reopens_a_budget_limi
   st().abort(c2);
 }
 
+// A peer that shrank its window (Linux rounds it to its window scale) drops what we sent beyond
+// the new right edge, and Linux accepts a segment only when SEG.SEQ <= RCV.NXT + RCV.WND
+// (tcp_sequence): an ACK from SND.NXT past that edge is dropped unread, ACK field included. With
+// its window at zero (its application blocked writing to us) it would never learn that we
+// received its data: both sides wait forever. So an ACK carries SEQ = min(SND.NXT, SND.UNA +
+// SND.WND), as Linux's tcp_acceptable_seq().
+TEST_F(TcpStateMachine, an_ack_stays_inside_a_window_the_peer_shrank_so_the_peer_reads_it) {
+  make();
+  const TcpConnId c = establish_passive();
+  auto out = send_bytes(c, 3000);
+  ASSERT_EQ(out.size(), 3u);
+  // The peer takes 1460 bytes and closes its window: its right edge moved back to ISS + 1461.
+  EXPECT_TRUE(seg(A, kPeerIss + 1, kIss + 1 + 1460, 0, 0).empty());
+  // Its data still comes (it sends while it cannot read): our ACKs must be acceptable to it.
+  out = seg(A | P, kPeerIss + 1, kIss + 1 + 1460, 100, 0);
+  for (uint32_t k = 0; k < 20 && out.empty(); ++k) out = advance(10);  // a delayed ACK
+  ASSERT_FALSE(out.empty());
+  for (const Out& o : out) {
+    EXPECT_EQ(o.ack, kPeerIss + 101);
+    if (o.payload.empty()) {
+      EXPECT_EQ(o.seq, kIss + 1 + 1460) << "an ACK beyond the peer's window";
+    }
+  }
+  // The timers (persist, RTO) keep probing with segments at SND.UNA; ACKs stay acceptable.
+  for (uint32_t k = 0; k < 5; ++k) {
+    for (const Out& o : advance(1000)) {
+      if (o.payload.empty()) {
+        EXPECT_LE(o.seq - (kIss + 1), 1460u);
+      }
+    }
+  }
+  st().abort(c);
+}
+
 // RFC 9293 §3.8.6.1 / what Linux does (tcp_retransmit_skb): a retransmission fits the peer's
 // current window; a peer that shrank it (memory pressure) drops a full segment every time.
 TEST_F(TcpStateMachine, a_retransmission_fits_a_window_the_peer_shrank) {
