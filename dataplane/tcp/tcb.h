@@ -77,6 +77,9 @@ struct Tcb {
   bool eifel_check = false;   // the next ACK of new data decides whether the RTO was spurious
   bool tlp_sent = false;      // a tail loss probe went out; none again until SND.UNA moves
   bool wnd_mem_limited = false;  // the window we offered was cut by the worker budget
+  // An active open whose peer has sent nothing since its SYN-ACK: only the segment at ISS + 1
+  // may go out (TcpStack::output: a SYN-cookie listener resets any other).
+  bool peer_unconfirmed = false;
   uint8_t events = 0;
   uint8_t dupacks = 0;        // NewReno duplicate ACK counter (no SACK)
   uint8_t retries = 0;        // consecutive RTO / persist / keepalive expiries

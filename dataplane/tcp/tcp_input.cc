@@ -378,6 +378,13 @@ void TcpStack::input_syn_sent(Tcb* t, rte_mbuf* m, const Seg& s) {
     t->snd_una = s.ack;
     t->rcv_adv = t->rcv_nxt;
     enter_established(t);
+    // The SYN-ACK may be a SYN cookie of a listener whose accept queue is full: it then drops
+    // our third ACK (and data at ISS + 1) without keeping state, and answers any later segment
+    // with a RST <SEQ=SEG.ACK>, which is exactly our RCV.NXT and so resets us (Linux
+    // cookie_v4_check, then tcp_v4_send_reset from LISTEN). Until the peer shows it holds the
+    // connection, only the segment at ISS + 1 goes out (output()): its retransmissions are
+    // valid cookies, so the connection completes once the backend accepts.
+    t->peer_unconfirmed = true;
     t->ack_now = true;
     output(t);
     return;
@@ -509,6 +516,8 @@ void TcpStack::input_synchronized(Tcb* t, rte_mbuf* m, const Seg& s) {
     rte_pktmbuf_free(m);
     return;
   }
+  // An acceptable segment past the SYN-ACK comes from a socket: the peer holds the connection.
+  t->peer_unconfirmed = false;
   // RFC 7323 §4.3: TS.Recent from a segment that is acceptable and covers Last.ACK.sent.
   if (t->ts_ok && s.opt.has_ts && seq_ge(s.opt.tsval, t->ts_recent) &&
       seq_le(s.seq, t->last_ack_sent)) {

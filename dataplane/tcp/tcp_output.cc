@@ -288,6 +288,8 @@ void TcpStack::output(Tcb* t) {
     }
   } else {
     for (uint32_t n = 0; n < kMaxBurstSegments; ++n) {
+      // An unconfirmed active open sends nothing beyond its first segment (input_syn_sent).
+      if (t->peer_unconfirmed && t->snd_nxt != t->iss + 1) break;
       const uint32_t end = t->data_end();
       const uint32_t avail = seq_lt(t->snd_nxt, end) ? end - t->snd_nxt : 0;
       const bool fin_due = t->shut_wr && t->snd_nxt == end;
@@ -378,7 +380,8 @@ void TcpStack::send_tail_loss_probe(Tcb* t) {
   t->tlp_sent = true;
   const uint32_t end = t->data_end();
   const uint32_t wnd_end = t->snd_una + t->snd_wnd;
-  if (t->snd_nxt == t->snd_max && seq_lt(t->snd_nxt, end) && seq_lt(t->snd_nxt, wnd_end)) {
+  if (t->snd_nxt == t->snd_max && seq_lt(t->snd_nxt, end) && seq_lt(t->snd_nxt, wnd_end) &&
+      !t->peer_unconfirmed) {
     xmit(t, t->snd_nxt, std::min({uint32_t(t->smss), end - t->snd_nxt, wnd_end - t->snd_nxt}));
   } else {
     const uint32_t len = std::min<uint32_t>(t->smss, t->snd_max - t->snd_una);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "dataplane/tcp/conn_table.h"
+#include "dataplane/tcp/seq.h"
 #include "dataplane/tcp/syncookie.h"
 #include "dataplane/tcp/tcb.h"
 #include "dataplane/tcp/tcp_options.h"
@@ -175,7 +176,14 @@ class TcpStack {
   void output(Tcb* t);
   void send_segment(Tcb* t, uint32_t seq, uint32_t len, uint8_t flags);
   void xmit(Tcb* t, uint32_t seq, uint32_t max_len);
-  void send_ack(Tcb* t) { send_segment(t, t->snd_nxt, 0, 0x10); }
+  void send_ack(Tcb* t) { send_segment(t, acceptable_seq(t), 0, 0x10); }
+  // SND.NXT, or the peer's right window edge when SND.NXT went past it (the peer shrank its
+  // window and dropped what lay beyond): a peer accepts a segment, its ACK included, only when
+  // SEG.SEQ <= RCV.NXT + RCV.WND (RFC 9293 §3.10.7.4; Linux's tcp_acceptable_seq()).
+  static uint32_t acceptable_seq(const Tcb* t) {
+    const uint32_t wnd_end = t->snd_una + t->snd_wnd;
+    return seq_gt(t->snd_nxt, wnd_end) ? wnd_end : t->snd_nxt;
+  }
   void send_syn(Tcb* t);
   void send_rst(Tcb* t);
   bool emit(const TcpTuple& tp, bool v6, uint32_t seq, uint32_t ack, uint8_t flags,

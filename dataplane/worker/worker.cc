@@ -185,9 +185,9 @@ bool Worker::init(const WorkerParams& p) {
     proxy_ = new (std::nothrow) Proxy(*p_.proxy, d, now_ns_);
     if (!proxy_) return false;
     p_.proxy = nullptr;  // the control thread's copy is not needed (nor valid) later
-    // A worker that terminates TCP does not pipeline: holding its segments for a poll delays
-    // every ACK and window update by one, and with it e2e_hbone_gateway's 100-stream check
-    // lost a stream under load (docs/DATAPLANE.md, "The two-poll pipeline").
+    // A worker that terminates TCP does not pipeline: it gained nothing measurable there (and
+    // holds every ACK a poll). The stall once seen with it on was the stack's, not the
+    // pipeline's (docs/DATAPLANE.md, "The two-poll pipeline").
     p_.pipeline = false;
     if (p_.hbone) {
       hbone_ = new (std::nothrow) hbone::Gateway(*p_.hbone, *proxy_, p_.index, now_ns_);

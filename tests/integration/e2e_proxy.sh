@@ -6,8 +6,8 @@
 #   a large download (http.server) and upload (sha256 sink) compared by sha256;
 #   half-close both ways; backend refuses -> client RST; backend RST -> client RST; client
 #   RST -> backend RST; idle timeout; PROXY protocol v2; N parallel connections; TIME-WAIT
-#   held for [proxy] time_wait_s then freed; a SYN flood while legitimate clients connect
-#   (SYN cookies); transfers under netem loss / reordering / duplication / delay.
+#   held for [proxy] time_wait_s then freed; transfers under netem loss / reordering /
+#   duplication / delay. (The SYN flood with legitimate clients is in reliability_tcp_stress.)
 # Then the same gateway with two workers on two queue pairs: af_packet's fanout ignores our RSS
 # key, so about half of the backends' segments reach the other worker and are handed over by
 # their destination port; transfers and parallel connections must not notice.
@@ -98,9 +98,6 @@ addresses = ["192.0.2.1/24", "2001:db8:2::1/64"]
 name = "backend"
 device = "net_af_packet_pb$ID,iface=$GWB"
 addresses = ["198.51.100.1/24", "2001:db8:1::1/64"]
-[[neighbor]]                   # the SYN flood's spoofed source: its SYN-ACKs go nowhere
-address = "192.0.2.200"
-mac = "02:00:00:00:00:99"
 [fullnat]
 local_addresses = ["198.51.100.2", "2001:db8:1::2"]
 [proxy]
@@ -251,26 +248,6 @@ retrans=$(metric meshgate_tcp_retrans_segs_total)
 ooo=$(metric meshgate_tcp_ooo_segs_total)
 echo "tcp: retransmitted=$retrans out-of-order=$ooo dup=$(metric meshgate_tcp_dup_segs_total)"
 (( retrans > 0 && ooo > 0 )) || fail "netem left no trace in the TCP counters"
-
-note "SYN flood from a spoofed source while clients connect"
-# 60000 SYNs paced over 12 s; the clients connect while it runs, then it is stopped.
-ip netns exec "$CLI" timeout 30 $PY "$PEERS" synflood 192.0.2.200 203.0.113.20 80 60000 12 \
-  >"$TMP/flood.log" 2>&1 &
-FLOOD=$!
-PIDS+=("$FLOOD")
-sleep 1
-ok=0
-for ((k = 0; k < 20; ++k)); do
-  body=$(C curl -sS --max-time 5 http://203.0.113.20/id.txt) && [[ $body == "hello through the proxy" ]] && ok=$((ok + 1))
-  sleep 0.1
-done
-kill -0 "$FLOOD" 2>/dev/null || fail "the flood ended before the clients did: not concurrent"
-kill "$FLOOD"; wait "$FLOOD" || true
-sent=$(metric meshgate_tcp_syncookies_sent_total)
-valid=$(metric meshgate_tcp_syncookies_validated_total)
-echo "during the flood: $ok/20 curls ok; syncookies sent=$sent validated=$valid"
-(( ok == 20 )) || fail "legitimate clients failed during the SYN flood"
-(( sent > 1000 && valid > 0 )) || fail "SYN cookies not used"
 
 stop_gateway TERM
 S=$TMP/stats.json

@@ -386,6 +386,86 @@ TEST_F(TcpStateMachine, syn_sent_table) {
   }
 }
 
+// A Linux backend whose SYN queue is full answers with a SYN cookie; when its accept queue is
+// full too, it drops our third ACK (and the data at ISS + 1 with it) and keeps no state, and a
+// later segment whose sequence number is not ISS + 1 fails the cookie check and draws a RST
+// <SEQ=SEG.ACK>, exactly at our RCV.NXT: an established connection reset by a busy backend.
+// So an active open sends only the segment at ISS + 1 (retransmitted as usual) until the peer
+// shows it holds the connection (any acceptable segment after its SYN-ACK).
+TEST_F(TcpStateMachine, an_active_open_sends_only_its_first_segment_until_the_peer_holds_it) {
+  for (const bool with_fin : {false, true}) {
+    make();
+    Recorder rec;
+    const TcpConnId c = active_open(&rec);
+    auto out = seg(S | A, kPeerIss, kIss + 1, 0, 65535, syn_options(SynOpts{}));
+    ASSERT_EQ(out.size(), 1u);  // the third ACK
+    EXPECT_EQ(out[0].flags, A);
+    EXPECT_EQ(out[0].seq, kIss + 1);
+    out = send_bytes(c, 5000);
+    if (with_fin) {
+      ASSERT_EQ(st().shutdown_write(c), TcpError::kOk);
+      auto more = ep_->take();
+      out.insert(out.end(), more.begin(), more.end());
+    }
+    ASSERT_EQ(out.size(), 1u) << "with_fin " << with_fin;
+    EXPECT_EQ(out[0].seq, kIss + 1);
+    EXPECT_EQ(out[0].payload.size(), 1460u);
+    EXPECT_FALSE(out[0].has(F));
+    // An ACK that acknowledges nothing new (SEG.ACK = ISS + 1) comes from a socket too.
+    if (with_fin) {
+      out = seg(A, kPeerIss + 1, kIss + 1);
+      ASSERT_EQ(out.size(), 3u);
+      EXPECT_EQ(out[0].seq, kIss + 1 + 1460);
+      EXPECT_TRUE(out[2].has(F));
+      EXPECT_EQ(out[2].seq + out[2].payload.size(), kIss + 1 + 5000);
+      st().abort(c);
+      ep_.reset();
+      continue;
+    }
+    // The backend accepted it: its ACK opens the window, the rest goes out.
+    out = seg(A, kPeerIss + 1, kIss + 1 + 1460);
+    ASSERT_EQ(out.size(), 3u);
+    EXPECT_EQ(out[0].seq, kIss + 1 + 1460);
+    EXPECT_EQ(out[2].seq + out[2].payload.size(), kIss + 1 + 5000);
+    EXPECT_FALSE(out[2].has(F));
+    EXPECT_FALSE(rec.saw(TcpEvent::kReset));
+    st().abort(c);
+    ep_.reset();
+  }
+}
+
+// A short first flight that fits one segment goes out at once, its FIN with it.
+TEST_F(TcpStateMachine, an_active_opens_first_segment_carries_its_fin_when_everything_fits) {
+  make();
+  Recorder rec;
+  const TcpConnId c = active_open(&rec);
+  auto out = seg(S | A, kPeerIss, kIss + 1, 0, 65535, syn_options(SynOpts{}));
+  ASSERT_EQ(out.size(), 1u);
+  out = send_bytes(c, 100);
+  ASSERT_EQ(st().shutdown_write(c), TcpError::kOk);
+  auto more = ep_->take();
+  out.insert(out.end(), more.begin(), more.end());
+  // The first segment went out before the FIN was asked for: the FIN (seq ISS + 101) waits.
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].payload.size(), 100u);
+  // Nothing answers: the RTO and its backoff resend that segment, now with its FIN (still at
+  // ISS + 1), and nothing beyond it.
+  uint32_t resent = 0;
+  for (uint32_t k = 0; k < 10; ++k) {
+    for (const Out& o : advance(1000)) {
+      EXPECT_EQ(o.seq, kIss + 1);
+      EXPECT_TRUE(o.has(F));
+      EXPECT_EQ(o.payload.size(), 100u);
+      ++resent;
+    }
+  }
+  EXPECT_GE(resent, 4u);
+  // The first ACK from the peer's socket: it holds the connection.
+  EXPECT_TRUE(seg(A, kPeerIss + 1, kIss + 1 + 101).empty());
+  EXPECT_EQ(st().state(c), dp::tcp::TcpState::kFinWait2);
+  st().abort(c);
+}
+
 TEST_F(TcpStateMachine, simultaneous_open_syn_then_syn_ack_establishes) {
   make();
   Recorder rec;
@@ -653,6 +733,40 @@ TEST_F(TcpStateMachine, memory_freed_by_another_connection_reopens_a_budget_limi
   EXPECT_TRUE(updated) << "no window update on c2 after the budget freed";
   st().abort(c1);
   st().abort(c2);
+}
+
+// A peer that shrank its window (Linux rounds it to its window scale) drops what we sent beyond
+// the new right edge, and Linux accepts a segment only when SEG.SEQ <= RCV.NXT + RCV.WND
+// (tcp_sequence): an ACK from SND.NXT past that edge is dropped unread, ACK field included. With
+// its window at zero (its application blocked writing to us) it would never learn that we
+// received its data: both sides wait forever. So an ACK carries SEQ = min(SND.NXT, SND.UNA +
+// SND.WND), as Linux's tcp_acceptable_seq().
+TEST_F(TcpStateMachine, an_ack_stays_inside_a_window_the_peer_shrank_so_the_peer_reads_it) {
+  make();
+  const TcpConnId c = establish_passive();
+  auto out = send_bytes(c, 3000);
+  ASSERT_EQ(out.size(), 3u);
+  // The peer takes 1460 bytes and closes its window: its right edge moved back to ISS + 1461.
+  EXPECT_TRUE(seg(A, kPeerIss + 1, kIss + 1 + 1460, 0, 0).empty());
+  // Its data still comes (it sends while it cannot read): our ACKs must be acceptable to it.
+  out = seg(A | P, kPeerIss + 1, kIss + 1 + 1460, 100, 0);
+  for (uint32_t k = 0; k < 20 && out.empty(); ++k) out = advance(10);  // a delayed ACK
+  ASSERT_FALSE(out.empty());
+  for (const Out& o : out) {
+    EXPECT_EQ(o.ack, kPeerIss + 101);
+    if (o.payload.empty()) {
+      EXPECT_EQ(o.seq, kIss + 1 + 1460) << "an ACK beyond the peer's window";
+    }
+  }
+  // The timers (persist, RTO) keep probing with segments at SND.UNA; ACKs stay acceptable.
+  for (uint32_t k = 0; k < 5; ++k) {
+    for (const Out& o : advance(1000)) {
+      if (o.payload.empty()) {
+        EXPECT_LE(o.seq - (kIss + 1), 1460u);
+      }
+    }
+  }
+  st().abort(c);
 }
 
 // RFC 9293 §3.8.6.1 / what Linux does (tcp_retransmit_skb): a retransmission fits the peer's

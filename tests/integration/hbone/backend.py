@@ -11,23 +11,28 @@
 Listens on 127.0.0.1 (and ::1 with --v6; --bind ADDR: that address, e.g. "::" inside a
 test's network namespace). Every socket has a 30 s timeout (--idle S sets
 another: an echo connection idle that long is closed as if the peer had sent FIN).
+--backlog N sets listen()'s backlog (default 256) and --accept-delay-ms MS sleeps before each
+accept(): a busy backend whose listen queue overflows under parallel connects.
 """
 import hashlib
 import socket
 import sys
 import threading
+import time
 
 TIMEOUT_S = 30
 
 
-def serve(port, handler, v6=False, idle=TIMEOUT_S, bind=None):
+def serve(port, handler, v6=False, idle=TIMEOUT_S, bind=None, backlog=256, accept_delay_s=0.0):
     fam = socket.AF_INET6 if v6 else socket.AF_INET
     s = socket.socket(fam, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind((bind or ("::1" if v6 else "127.0.0.1"), port))
-    s.listen(256)
+    s.listen(backlog)
     print(f"backend: listening on {port}", file=sys.stderr, flush=True)
     while True:
+        if accept_delay_s:
+            time.sleep(accept_delay_s)
         c, _ = s.accept()
         c.settimeout(idle)
         threading.Thread(target=guarded, args=(handler, c), daemon=True).start()
@@ -151,4 +156,8 @@ if __name__ == "__main__":
     handler = {"echo": echo, "sha": sha, "connect-proxy": connect_proxy}[mode]
     idle = float(sys.argv[sys.argv.index("--idle") + 1]) if "--idle" in sys.argv else TIMEOUT_S
     bind = sys.argv[sys.argv.index("--bind") + 1] if "--bind" in sys.argv else None
-    serve(port, handler, v6="--v6" in sys.argv, idle=idle, bind=bind)
+    backlog = int(sys.argv[sys.argv.index("--backlog") + 1]) if "--backlog" in sys.argv else 256
+    delay = float(sys.argv[sys.argv.index("--accept-delay-ms") + 1]) / 1000 \
+        if "--accept-delay-ms" in sys.argv else 0.0
+    serve(port, handler, v6="--v6" in sys.argv, idle=idle, bind=bind, backlog=backlog,
+          accept_delay_s=delay)

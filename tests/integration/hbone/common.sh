@@ -53,8 +53,10 @@ hbone_topology() {
   P=$TMP/pki
 }
 
-# hbone_gateway_start: meshgate with one worker on those veths, [fullnat] 198.51.100.2, the
-# mesh file $TMP/mesh.toml and the demo/server certificate; returns once /ready answers 200.
+# hbone_gateway_start [MESH_KEYS [TABLES]]: meshgate with one worker on those veths, [fullnat]
+# 198.51.100.2, the mesh file $TMP/mesh.toml (MESH_KEYS: more keys of [mesh], e.g.
+# 'mode = "proxy"'), the demo/server certificate and TABLES (more TOML); returns once /ready
+# answers 200.
 hbone_gateway_start() {
   cat >"$TMP/gw.toml" <<TOML
 [gateway]
@@ -72,12 +74,14 @@ local_addresses = ["198.51.100.2"]
 [mesh]
 source = "file"
 path = "$TMP/mesh.toml"
+${1:-}
 [hbone]
 cert_chain = "$P/demo.server.pem"
 private_key = "$P/demo.server-key.pem"
 trust_bundle = "$P/root.pem"
 [admin]
 listen = "$MG_ADMIN"
+${2:-}
 TOML
   start_gateway "$TMP/gw.toml"
   wait_for 10 curl -sf "http://$MG_ADMIN/ready" || fail "gateway not ready"

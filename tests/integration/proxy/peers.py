@@ -15,7 +15,11 @@ Clients (exit 0 when the expectation holds, 1 otherwise, with a line saying what
   idle HOST PORT SECONDS        echo round trip, then wait for the proxy's FIN; prints the wait
   many HOST PORT N              N parallel connections, each an echo round trip of its own bytes
   halfclose HOST PORT           send, shut down writing, read the echo to EOF
-  synflood SRC DST PORT COUNT SECONDS   raw SYNs from SRC with random ports, bounded in count and time
+  synflood SRC DST PORT COUNT SECONDS   raw SYNs from SRC with random ports, bounded in count and time;
+                                        SRC may be a list of ranges (192.0.2.100-250,198.51.100.100-250):
+                                        a random address of them per SYN
+  loop HOST PORT SECONDS        sequential connect + 1 KiB echo round trip + close for SECONDS (3 s
+                                timeout each); prints "loop ok=N failed=M" and each failure's kind
   connect-rate HOST PORT SECONDS        sequential connect + echo + close; prints connections/s
 """
 import asyncio
@@ -230,7 +234,7 @@ async def many(host, port, n):
             await w.wait_closed()
         except Exception as e:  # noqa: BLE001 - counted by type
             errors[type(e).__name__] = errors.get(type(e).__name__, 0) + 1
-            barrier.abort()
+            await barrier.abort()
 
     barrier = asyncio.Barrier(n)
     t0 = time.monotonic()
@@ -248,10 +252,23 @@ def checksum(b):
     return ~s & 0xFFFF
 
 
+def source_pool(spec):
+    pool = []
+    for part in spec.split(","):
+        if "-" not in part:
+            pool.append(socket.inet_aton(part))
+            continue
+        first, last = part.split("-")
+        base, lo = first.rsplit(".", 1)
+        pool += [socket.inet_aton(f"{base}.{h}") for h in range(int(lo), int(last) + 1)]
+    return pool
+
+
 def synflood(src, dst, port, count, seconds):
     s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
     s.setsockopt(socket.IPPROTO_IP, socket.IP_HDRINCL, 1)
-    saddr, daddr = socket.inet_aton(src), socket.inet_aton(dst)
+    sources = source_pool(src)
+    daddr = socket.inet_aton(dst)
     deadline = time.monotonic() + float(seconds)
     sent = 0
     rnd = random.Random(7)
@@ -261,6 +278,7 @@ def synflood(src, dst, port, count, seconds):
         ahead = start + sent * interval - time.monotonic()
         if ahead > 0:
             time.sleep(ahead)
+        saddr = sources[rnd.randrange(len(sources))]
         sport = rnd.randrange(1024, 65535)
         seq = rnd.getrandbits(32)
         # MSS 1460 option: a SYN as Linux would send it, minus timestamps.
@@ -273,6 +291,31 @@ def synflood(src, dst, port, count, seconds):
         s.sendto(ip + tcp, (dst, 0))
         sent += 1
     print(f"synflood sent {sent} SYNs in {float(seconds) - (deadline - time.monotonic()):.2f} s")
+    return 0
+
+
+def loop(host, port, seconds):
+    deadline = time.monotonic() + float(seconds)
+    ok, failed = 0, {}
+    while time.monotonic() < deadline:
+        msg = os.urandom(1024)
+        try:
+            s = conn(host, port, 3)
+            s.sendall(msg)
+            got = b""
+            while len(got) < len(msg):
+                b = s.recv(len(msg) - len(got))
+                if not b:
+                    break
+                got += b
+            s.close()
+            if got == msg:
+                ok += 1
+            else:
+                failed["short-echo"] = failed.get("short-echo", 0) + 1
+        except OSError as e:
+            failed[type(e).__name__] = failed.get(type(e).__name__, 0) + 1
+    print(f"loop ok={ok} failed={sum(failed.values())} {failed}")
     return 0
 
 
@@ -312,6 +355,8 @@ def main():
         return asyncio.run(many(args[0], args[1], int(args[2])))
     if cmd == "synflood":
         return synflood(*args)
+    if cmd == "loop":
+        return loop(*args)
     if cmd == "connect-rate":
         return connect_rate(*args)
     print(__doc__)
