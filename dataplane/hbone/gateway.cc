@@ -482,8 +482,8 @@ bool Gateway::authorize(std::string_view peer_id, const Resolution& dst) {
   req.dst_port = dst.port;
   // The destination's workload in this snapshot (a re-check may run on a newer one than the
   // resolution): its identity's namespace and its selector policies.
-  int32_t bi = snap_->find_backend(dst.ip, htons(dst.port), kProtoTcp);
-  if (bi < 0) bi = snap_->backend_ip_index.find(dst.ip);
+  int32_t bi = snap_->find_workload(dst.ip, htons(dst.port), kProtoTcp);
+  if (bi < 0) bi = snap_->find_backend(dst.ip, htons(dst.port), kProtoTcp);  // a VIP's static pick
   const std::vector<const policy::Policy*> pols = policies_for(*snap_, bi);
   return policy::evaluate(pols, req).allow;
 }
