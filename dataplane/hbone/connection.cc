@@ -26,6 +26,7 @@ struct Connection::Stream {
   bool surfaced = false;   // the caller knows this stream (events are delivered)
   bool open = false;       // tunnel established (200 sent / received): DATA may flow out
   bool rejected = false;   // server answered with an error status
+  bool connect_pending = false; // server: accepted, its upstream dial not started yet
   bool connecting = false; // server: waiting for upstream_connected()
   bool out_fin = false;    // caller shut down its side: END_STREAM after `out`
   bool data_deferred = false;
@@ -228,6 +229,16 @@ struct Connection::Callbacks {
         c.counters_.add(is_clean_reset(code) ? Counter::k_rst_received_clean
                                              : Counter::k_rst_received_error);
         Stream* s = c.find(id);
+        if (c.role_ == tls::Role::kServer && !c.charge_reset(s)) {
+          // RFC 9113 5.4.1 / 7: ENHANCE_YOUR_CALM, the peer's behaviour may be a flood.
+          c.calmed_ = true;
+          c.counters_.add(Counter::k_rapid_reset_goaway);
+          nghttp2_session_terminate_session(session, NGHTTP2_ENHANCE_YOUR_CALM);
+        }
+        if (s != nullptr && s->connect_pending) {
+          s->connect_pending = false;  // dispatch_connects() skips it
+          c.counters_.add(Counter::k_reset_before_dial);
+        }
         if (s != nullptr && s->surfaced) c.push(EventKind::kStreamReset, id, code);
         break;
       }
@@ -364,6 +375,8 @@ Connection::Connection(const tls::Context& tls, tls::Role role, std::vector<std:
       created_ms_(now_ms),
       header_tokens_(limits.header_bytes_burst),
       header_refill_ms_(now_ms) {
+  resets_.init(limits.reset_burst, limits.reset_rate_per_s, now_ms);
+  premature_resets_.init(limits.premature_reset_burst, limits.premature_reset_per_s, now_ms);
   init_h2();
   // The client speaks first: its ClientHello goes out now.
   if (role_ == tls::Role::kClient) drive();
@@ -390,7 +403,10 @@ void Connection::init_h2() {
   nghttp2_option_set_max_continuations(opt, limits_.max_continuations);
   nghttp2_option_set_no_closed_streams(opt, 1);
   if (role_ == tls::Role::kServer) {
-    nghttp2_option_set_stream_reset_rate_limit(opt, limits_.reset_burst, limits_.reset_rate_per_s);
+    // A backstop only: charge_reset() spends the same budget first and answers
+    // ENHANCE_YOUR_CALM, where nghttp2's own limit would answer INTERNAL_ERROR.
+    nghttp2_option_set_stream_reset_rate_limit(opt, 2 * limits_.reset_burst,
+                                               2 * limits_.reset_rate_per_s);
   } else {
     nghttp2_option_set_peer_max_concurrent_streams(opt, limits_.client_max_streams);
   }
@@ -437,6 +453,14 @@ Connection::Stream* Connection::find(int32_t id) const {
   return it == streams_.end() ? nullptr : it->second.get();
 }
 
+bool Connection::charge_reset(const Stream* s) {
+  if (calmed_) return true;  // GOAWAY already queued
+  if (!resets_.take(now_ms_)) return false;
+  // Not open yet and not refused by us: its dial may have started (or would have).
+  const bool premature = s != nullptr && !s->open && !s->rejected;
+  return !premature || premature_resets_.take(now_ms_);
+}
+
 bool Connection::charge_header_bytes(size_t n) {
   if (header_tokens_ < n) return false;
   header_tokens_ -= n;
@@ -448,6 +472,7 @@ void Connection::recv_transport(const uint8_t* p, size_t n, uint64_t now_ms) {
   if (closed_) return;
   tls_.put_transport(p, n);
   drive();
+  if (!defer_connects_) dispatch_connects();
 }
 
 void Connection::recv_transport_eof(uint64_t now_ms) {
@@ -616,10 +641,25 @@ void Connection::handle_request(Stream& s) {
   if (dst.kind == Resolution::Kind::kNotServed) return reject(s, 400, Counter::k_connect_400_not_served);
   if (!hooks_->authorize(tls_.peer_id(), dst)) return reject(s, 401, Counter::k_connect_401_denied);
   if (dst.kind == Resolution::Kind::kNoEndpoint) return reject(s, 503, Counter::k_connect_503_no_endpoint);
-  s.connecting = true;
-  s.surfaced = true;
+  // The dial waits until the bytes that brought this request are all processed (see
+  // dispatch_connects): a RST_STREAM right behind the HEADERS costs nothing upstream.
   s.dst = dst;
-  hooks_->connect(s.id, dst);
+  s.connect_pending = true;
+  pending_connects_.push_back(s.id);
+}
+
+void Connection::dispatch_connects() {
+  // By index: connect() never calls back into this connection, so the vector only shrinks here.
+  for (size_t i = 0; i < pending_connects_.size(); ++i) {
+    Stream* s = find(pending_connects_[i]);
+    if (s == nullptr || !s->connect_pending) continue;  // reset meanwhile: never dialled
+    s->connect_pending = false;
+    if (closed_ || s->h2_closed || s->rejected) continue;
+    s->connecting = true;
+    s->surfaced = true;
+    hooks_->connect(s->id, s->dst);
+  }
+  pending_connects_.clear();
 }
 
 void Connection::reject(Stream& s, int status, Counter c) {
@@ -799,6 +839,7 @@ void Connection::stream_release(int32_t id) {
   auto it = streams_.find(id);
   if (it == streams_.end()) return;
   Stream& s = *it->second;
+  if (!s.h2_closed && open_h2_streams_ > 0) --open_h2_streams_;  // on_stream_close won't see it
   if (!closed_) {
     if (!s.h2_closed) nghttp2_submit_rst_stream(h2_, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
     if (!s.in.empty()) {

@@ -23,6 +23,7 @@
 // built on the control thread.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -57,10 +58,16 @@ struct Limits {
   uint64_t ping_timeout_ms = 20'000;
   // Not in the spec: a peer that never finishes the handshake holds a TLS state.
   uint64_t handshake_timeout_ms = 10'000;
-  // nghttp2 defaults, set explicitly: RST_STREAM token bucket (server; CVE-2023-44487 rapid
-  // reset) and CONTINUATION frames after one HEADERS (CVE-2024-27316 style floods).
+  // RST_STREAM frames received (server; CVE-2023-44487 rapid reset): a token bucket with
+  // nghttp2's defaults, enforced by the engine so that the answer is GOAWAY ENHANCE_YOUR_CALM
+  // (nghttp2's own limit, set to twice these as a backstop, answers INTERNAL_ERROR).
   uint64_t reset_burst = 1000;
   uint64_t reset_rate_per_s = 33;
+  // Resets of streams whose tunnel was not open yet (no 200): each may have cost an upstream
+  // dial, so they get a tighter bucket of their own (Envoy counts such "premature" resets).
+  uint64_t premature_reset_burst = 100;
+  uint64_t premature_reset_per_s = 10;
+  // CONTINUATION frames after one HEADERS (CVE-2024-27316 style floods).
   uint32_t max_continuations = 8;
   // Decoded header bytes (name + value + 32, RFC 7541 4.1) per connection: a token bucket, so
   // an HPACK-amplified header flood over many short streams is cut off (GOAWAY
@@ -173,6 +180,14 @@ class Connection {
   int32_t open_stream(const ConnectRequest& req);
 
   // ---- server role ----
+  // Upstream connects of accepted requests are started (ServerHooks::connect) only after every
+  // byte given to one recv_transport() call was processed, so a stream its client reset in the
+  // same bytes (rapid reset) never costs a dial. With deferral on, they wait for the caller's
+  // dispatch_connects() instead (the worker calls it once per poll iteration, after receiving
+  // the whole burst).
+  void set_defer_connects(bool on) { defer_connects_ = on; }
+  bool has_pending_connects() const { return !pending_connects_.empty(); }
+  void dispatch_connects();
   void upstream_connected(int32_t stream, bool ok);
   // Policies changed: asks hooks.authorize() again for every live tunnel (connecting or open)
   // and ends the ones now denied with RST_STREAM(CONNECT_ERROR), each reported as
@@ -224,6 +239,29 @@ class Connection {
   void reject(Stream& s, int status, Counter c);
   void signal_writable();
   bool charge_header_bytes(size_t n);
+  // A RST_STREAM from the peer on `s` (null: a stream we no longer track): false when a reset
+  // budget is spent (the caller answers GOAWAY ENHANCE_YOUR_CALM).
+  bool charge_reset(const Stream* s);
+
+  // Requests per second style budget: `burst` tokens, refilled at `per_s` (fractions kept).
+  struct TokenBucket {
+    uint64_t tokens = 0, burst = 0, per_s = 0, last_ms = 0;
+    void init(uint64_t b, uint64_t rate, uint64_t now_ms) {
+      tokens = burst = b;
+      per_s = rate;
+      last_ms = now_ms;
+    }
+    bool take(uint64_t now_ms) {
+      const uint64_t add = (now_ms - last_ms) * per_s / 1000;
+      if (add > 0) {
+        tokens = std::min(burst, tokens + add);
+        last_ms = now_ms;
+      }
+      if (tokens == 0) return false;
+      --tokens;
+      return true;
+    }
+  };
 
   tls::Session tls_;
   tls::Role role_;
@@ -234,6 +272,8 @@ class Connection {
   std::unordered_map<int32_t, std::unique_ptr<Stream>> streams_;
   std::deque<Event> events_;
   std::vector<int32_t> write_blocked_;
+  std::vector<int32_t> pending_connects_;  // accepted requests not dialled yet
+  TokenBucket resets_, premature_resets_;
   uint64_t now_ms_;
   uint64_t created_ms_;
   uint64_t last_ping_ms_ = 0;
@@ -250,6 +290,8 @@ class Connection {
   bool goaway_received_ = false;
   bool draining_ = false;
   bool in_callbacks_ = false;
+  bool defer_connects_ = false;
+  bool calmed_ = false;  // GOAWAY ENHANCE_YOUR_CALM queued for a reset flood
 };
 
 }  // namespace meshgate::dp::hbone

@@ -62,6 +62,7 @@ struct Gateway::Conn {
   Conn* prev = nullptr;
   Conn* next = nullptr;
   bool dead = false;
+  bool dial_queued = false;  // in Gateway::to_dial_: accepted CONNECTs wait for advance()
   // Origination: a pooled client connection to an endpoint's HBONE port.
   bool client = false;
   bool dialing = false;  // TCP handshake in flight
@@ -94,6 +95,7 @@ Gateway::Gateway(const GatewayParams& p, Proxy& proxy, uint16_t worker, uint64_t
   last_timer_ms_ = now_ms();
   listening_.reserve(16);
   refused_.reserve(16);
+  to_dial_.reserve(64);
 }
 
 Gateway::~Gateway() {
@@ -138,6 +140,20 @@ void Gateway::begin(const Snapshot* snap, uint64_t now_ns, bool draining) {
 }
 
 void Gateway::advance() {
+  // CONNECTs accepted during this poll iteration are dialled now, after the whole burst was
+  // received: a stream its client reset meanwhile (rapid reset) costs no upstream connect.
+  if (!to_dial_.empty()) {
+    for (size_t i = 0; i < to_dial_.size(); ++i) {
+      Conn* c = to_dial_[i];
+      c->dial_queued = false;
+      if (c->dead) continue;
+      current_ = c;
+      c->engine->dispatch_connects();
+      service(c);
+    }
+    to_dial_.clear();
+    settle();
+  }
   const uint32_t now = now_ms();
   if (now - last_timer_ms_ >= kTimerPeriodMs) {
     last_timer_ms_ = now;
@@ -237,6 +253,7 @@ void Gateway::start(TcpConnId tc) {
   c->tcp = tc;
   c->tls = snap_->tls_contexts[worker_];
   c->engine = Connection::server(*c->tls, *this, engine_counters_, now_ms(), p_.limits);
+  c->engine->set_defer_connects(true);  // dialled in advance()
   c->peer = ci.tuple.remote;
   c->peer_port = ci.tuple.remote_port;
   c->local = ci.tuple.local;
@@ -290,7 +307,11 @@ void Gateway::read_transport(Conn* c) {
     const uint32_t n = stack_.recv(c->tcp, buf, sizeof buf);
     if (n == 0) break;
     current_ = c;
-    c->engine->recv_transport(buf, n, now_ms());  // connects that fail at once: settle()
+    c->engine->recv_transport(buf, n, now_ms());
+  }
+  if (!c->dead && !c->dial_queued && c->engine->has_pending_connects()) {
+    c->dial_queued = true;
+    to_dial_.push_back(c);
   }
 }
 

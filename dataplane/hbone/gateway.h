@@ -172,6 +172,7 @@ class Gateway final : private ServerHooks {
   std::vector<std::pair<IpAddr, uint16_t>> listening_;
   Conn* conns_ = nullptr;  // doubly linked, live connections
   std::vector<Conn*> dead_;  // ended: freed in advance()
+  std::vector<Conn*> to_dial_;  // connections with accepted CONNECTs to dial in advance()
   uint32_t n_conns_ = 0;
   uint32_t n_tunnels_ = 0;
   Conn* current_ = nullptr;  // the connection whose hooks run

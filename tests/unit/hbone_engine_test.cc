@@ -133,6 +133,15 @@ int status_of(Pair& p, int32_t cs) {
   return e ? int(e->code) : -1;
 }
 
+// The server ended the connection with GOAWAY(ENHANCE_YOUR_CALM) (RFC 9113 7: "the endpoint
+// is exhibiting a behavior that might be generating excessive load").
+void expect_calm_goaway(Pair& p) {
+  const Event* g = Pair::last(p.cev, EventKind::kGoaway);
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->code, 11u) << "ENHANCE_YOUR_CALM, not nghttp2's INTERNAL_ERROR";
+  EXPECT_TRUE(p.server->closed());
+}
+
 std::string sha256(const std::string& s) {
   unsigned char d[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(s.data()), s.size(), d);
@@ -307,10 +316,58 @@ TEST(HboneEngine, decoded_header_budget_closes_the_connection_with_enhance_your_
   for (int i = 0; i < 10; ++i) p.client->open_stream(req);
   p.pump();
   EXPECT_EQ(p.sc[Counter::k_header_budget_exceeded], 1u);
-  const Event* g = Pair::last(p.cev, EventKind::kGoaway);
-  ASSERT_NE(g, nullptr);
-  EXPECT_EQ(g->code, 11u);  // ENHANCE_YOUR_CALM
-  EXPECT_TRUE(p.server->closed());
+  expect_calm_goaway(p);
+}
+
+TEST(HboneEngine, rapid_reset_dials_nothing_and_gets_goaway_enhance_your_calm) {
+  Pair p;
+  p.pump();
+  ConnectRequest req;
+  req.authority = "10.0.0.1:80";
+  // CVE-2023-44487: HEADERS then RST_STREAM at once, over and over (bounded: 20 rounds of 50).
+  for (int round = 0; round < 20 && !p.server->closed(); ++round) {
+    for (int i = 0; i < 50; ++i) {
+      const int32_t cs = p.client->open_stream(req);
+      if (cs < 0) break;
+      p.client->stream_release(cs);  // RST_STREAM(CANCEL) right behind the HEADERS
+    }
+    p.pump();
+  }
+  EXPECT_TRUE(p.hooks.connects.empty()) << "a stream reset in the same bytes must not be dialled";
+  EXPECT_GE(p.sc[Counter::k_reset_before_dial], 100u);
+  EXPECT_LE(p.sc[Counter::k_reset_before_dial], 160u) << "the GOAWAY comes after ~100 such resets";
+  EXPECT_EQ(p.sc[Counter::k_rapid_reset_goaway], 1u);
+  expect_calm_goaway(p);
+}
+
+TEST(HboneEngine, resets_after_the_dial_are_counted_and_open_tunnels_reset_cleanly_are_not_premature) {
+  Pair p;
+  p.pump();
+  ConnectRequest req;
+  req.authority = "10.0.0.1:80";
+  // 150 tunnels that open (200) and end with RST_STREAM(CANCEL): within the 1000 burst.
+  for (int i = 0; i < 150; ++i) {
+    auto [cs, ss] = p.open("10.0.0.1:80");
+    ASSERT_GT(cs, 0);
+    p.client->stream_release(cs);
+    p.pump();
+    p.server->stream_release(ss);
+    p.pump();
+  }
+  EXPECT_FALSE(p.server->closed());
+  EXPECT_EQ(p.sc[Counter::k_rapid_reset_goaway], 0u);
+  // Streams reset while their dial is in flight are premature: the 101st ends the connection.
+  for (int i = 0; i < 150 && !p.server->closed(); ++i) {
+    const int32_t cs = p.client->open_stream(req);
+    ASSERT_GT(cs, 0);
+    p.pump();  // the dial starts
+    p.client->stream_release(cs);
+    p.pump();
+  }
+  EXPECT_EQ(p.hooks.connects.size(), 150u + 101u);
+  EXPECT_EQ(p.sc[Counter::k_rapid_reset_goaway], 1u);
+  EXPECT_EQ(p.sc[Counter::k_reset_before_dial], 0u);
+  expect_calm_goaway(p);
 }
 
 TEST(HboneEngine, client_uses_at_most_100_streams_per_connection) {
