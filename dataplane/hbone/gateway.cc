@@ -566,7 +566,12 @@ void Gateway::destroy(Conn* c) {
     c->pool_id = 0;
   }
   if (c->tcp != tcp::kNoConn) {
-    // FIN after the last ciphertext (close() resets instead when unread bytes are left).
+    // FIN after the last ciphertext (a GOAWAY, an alert): close() resets instead when unread
+    // bytes are left, and a RST can make the peer lose what we sent last (RFC 9113 6.8). What
+    // the peer sent past our end is of no use: dropped (bounded by the receive buffer).
+    uint8_t buf[kChunk];
+    while (stack_.recv(c->tcp, buf, sizeof buf) > 0) {
+    }
     stack_.close(c->tcp);
     c->tcp = tcp::kNoConn;
   }
