@@ -82,7 +82,7 @@ start_gateway() {
   "$MG_BIN" --config "$cfg" --stats-json "$TMP/stats.json" "$@" >"$TMP/gateway.log" 2>&1 &
   GW_PID=$!
   PIDS+=("$GW_PID")
-  wait_for 20 grep -q "event=workers_started" "$TMP/gateway.log" || fail "gateway did not start"
+  wait_for "${MG_START_WAIT_S:-20}" grep -q "event=workers_started" "$TMP/gateway.log" || fail "gateway did not start"
 }
 
 # stop_gateway SIGNAL: sends the signal, expects exit 0 and the stats file.
