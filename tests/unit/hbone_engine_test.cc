@@ -567,6 +567,48 @@ TEST(HboneEngine, send_budget_pushes_back_when_the_peer_does_not_read_and_recove
   EXPECT_GT(p.client->stream_send_room(cs), 0u);
 }
 
+TEST(HboneEngine, worker_buffer_budget_bounds_held_bytes_holds_windows_and_wakes_writers) {
+  BufferBudget budget;
+  budget.limit_bytes = 1024 * 1024;
+  Pair p;
+  p.server->set_budget(&budget);
+  auto [cs, ss] = p.open();
+  // Upstream bytes toward a client that does not read: its 4 MiB stream window fills, then
+  // the server's buffers, up to the worker's budget (not the 16 MiB per connection).
+  const std::string chunk(64 * 1024, 'd');
+  size_t accepted = 0;
+  for (int i = 0; i < 200 && p.server->stream_send_room(ss) > 0; ++i) {
+    accepted += p.server->stream_write(ss, reinterpret_cast<const uint8_t*>(chunk.data()), chunk.size());
+    p.pump(2);
+  }
+  EXPECT_EQ(p.server->stream_send_room(ss), 0u);
+  EXPECT_LE(budget.used_bytes, budget.limit_bytes + chunk.size());
+  EXPECT_LE(accepted, 4u * 1024 * 1024 + budget.limit_bytes + chunk.size());
+  p.server->stream_write(ss, reinterpret_cast<const uint8_t*>(chunk.data()), 1);  // blocked
+  EXPECT_EQ(p.sc[Counter::k_buffer_budget_full], 1u);
+  EXPECT_TRUE(budget.waiting);
+  // Bytes the client sends meanwhile are read by the caller but not credited back.
+  const std::string up(256 * 1024, 'u');
+  EXPECT_EQ(p.client->stream_write(cs, reinterpret_cast<const uint8_t*>(up.data()), up.size()), up.size());
+  p.pump();
+  EXPECT_EQ(p.read_all(*p.server, ss).size(), up.size());
+  EXPECT_EQ(p.sc[Counter::k_buffer_budget_windows_held], 1u);
+  // The client reads: the server's buffers drain into the window it reopens, the budget has
+  // room again, and the owner's budget_room_back() wakes the writer and returns the credit.
+  EXPECT_GE(p.read_all(*p.client, cs).size(), 4u * 1024 * 1024);
+  p.pump();
+  p.read_all(*p.client, cs);
+  p.pump();
+  EXPECT_LE(budget.used_bytes, budget.resume_bytes());
+  p.server->budget_room_back();
+  p.pump();
+  EXPECT_EQ(Pair::count(p.sev, EventKind::kStreamWritable, ss), 1);
+  EXPECT_GT(p.server->stream_send_room(ss), 0u);
+  // Everything charged is given back with the connection.
+  p.server.reset();
+  EXPECT_EQ(budget.used_bytes, 0u);
+}
+
 TEST(HboneEngine, memory_budget_closes_a_connection_that_needs_more) {
   Limits sl;
   sl.h2_memory_bytes = 40 * 1024;  // idle: ~25 KiB; 100 open streams: ~55 KiB
