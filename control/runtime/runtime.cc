@@ -209,6 +209,10 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
   hbone_cfg.max_handshakes_per_source = cfg.hbone.max_handshakes_per_source;
   hbone_cfg.limits.handshake_timeout_ms = cfg.hbone.handshake_timeout_ms;
   hbone_cfg.memory_bytes = uint64_t(cfg.hbone.memory_mb) << 20;
+  if (getrandom(&hbone_cfg.source_seed, sizeof hbone_cfg.source_seed, 0) !=
+      ssize_t(sizeof hbone_cfg.source_seed)) {
+    hbone_cfg.source_seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+  }
   if (proxy) {
     proxy_cfg = proxy_params(cfg);
     // Buffered TCP data is received mbufs (one per segment, >= 1 KiB of payload each when the

@@ -106,7 +106,7 @@ Gateway::Gateway(const GatewayParams& p, Proxy& proxy, uint16_t worker, uint64_t
   refused_.reserve(16);
   source_handshakes_.assign(kSourceBuckets, 0);
   budget_.limit_bytes = size_t(p.memory_bytes);
-  source_seed_ = uint64_t(now_ns) * 0x9e3779b97f4a7c15ull ^ uint64_t(uintptr_t(this));
+  source_seed_ = p.source_seed ^ uint64_t(worker);
   to_dial_.reserve(64);
 }
 

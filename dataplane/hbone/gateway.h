@@ -75,6 +75,9 @@ struct GatewayParams {
   // Handshaking connections from one client address, per worker: past it new connections
   // from that address are refused (RST).
   uint32_t max_handshakes_per_source = 32;
+  // Key of the hash that puts client addresses in their per-source buckets: random (the
+  // runtime's getrandom), so a client cannot pick addresses that share another's bucket.
+  uint64_t source_seed = 0;
   // HBONE buffers per worker (bytes queued toward clients, received bytes not yet passed
   // upstream): past it upstream reads stop and no HTTP/2 window is granted.
   uint64_t memory_bytes = 256ull << 20;
