@@ -77,6 +77,12 @@ constexpr IntSpec kProxyConnectionsSpec{64, 4194304};
 // useful window for any data-center path.
 constexpr IntSpec kProxyBufferSpec{16384, 67108864};
 constexpr IntSpec kProxyMemorySpec{1, 1048576};
+// [hbone]: at least one connection; 2^20 connections of ~25 KiB are 25 GiB.
+constexpr IntSpec kHboneConnectionsSpec{1, 1048576};
+// Below 100 ms a handshake over any WAN fails; above 2 min a silent connect holds too long.
+constexpr IntSpec kHboneHandshakeTimeoutSpec{100, 120000};
+// At least one stream window (4 MiB): less would stall a single tunnel.
+constexpr IntSpec kHboneMemorySpec{4, 1048576};
 // RFC 9293 §3.8.1: 2 MSL of 2 minutes at most; at least 1 s.
 constexpr IntSpec kProxyTimeWaitSpec{1, 240};
 
@@ -129,7 +135,10 @@ constexpr std::string_view kMeshKeys[] = {"source",  "path",       "address",   
                                           "network", "mode",       "table_size"};
 constexpr std::string_view kHboneKeys[] = {"port",       "cert_chain", "private_key", "trust_bundle",
                                            "trust_domain", "ca_address", "ca_tls",  "ca_file",
-                                           "token_file", "cluster_id", "identity",  "cert_ttl"};
+                                           "token_file", "cluster_id", "identity",  "cert_ttl",
+                                           "max_connections", "max_handshakes",
+                                           "max_handshakes_per_source", "handshake_timeout_ms",
+                                           "memory_mb"};
 constexpr std::string_view kControlKeys[] = {"build_threads"};
 constexpr std::string_view kAdminKeys[] = {"listen"};
 
@@ -775,6 +784,11 @@ void Parser::parse_hbone(const toml::table& t, HboneConfig& h) {
   read_string(t, p, "cluster_id", h.cluster_id);
   read_string(t, p, "identity", h.identity);
   read_int(t, p, "cert_ttl", kCertTtlSpec, h.cert_ttl);
+  read_int(t, p, "max_connections", kHboneConnectionsSpec, h.max_connections);
+  read_int(t, p, "max_handshakes", kHboneConnectionsSpec, h.max_handshakes);
+  read_int(t, p, "max_handshakes_per_source", kHboneConnectionsSpec, h.max_handshakes_per_source);
+  read_int(t, p, "handshake_timeout_ms", kHboneHandshakeTimeoutSpec, h.handshake_timeout_ms);
+  read_int(t, p, "memory_mb", kHboneMemorySpec, h.memory_mb);
 }
 
 void Parser::parse_control(const toml::table& t, ControlConfig& c) {
@@ -1308,6 +1322,12 @@ class Validator {
     if (bad("hbone")) return;
     check_range("hbone.port", h.port, kL4PortSpec);
     check_range("hbone.cert_ttl", h.cert_ttl, kCertTtlSpec);
+    check_range("hbone.max_connections", h.max_connections, kHboneConnectionsSpec);
+    check_range("hbone.max_handshakes", h.max_handshakes, kHboneConnectionsSpec);
+    check_range("hbone.max_handshakes_per_source", h.max_handshakes_per_source,
+                kHboneConnectionsSpec);
+    check_range("hbone.handshake_timeout_ms", h.handshake_timeout_ms, kHboneHandshakeTimeoutSpec);
+    check_range("hbone.memory_mb", h.memory_mb, kHboneMemorySpec);
     // A certificate without its key (or the reverse) cannot be loaded.
     if (!bad("hbone.cert_chain") && !bad("hbone.private_key") &&
         h.cert_chain.empty() != h.private_key.empty()) {

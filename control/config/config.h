@@ -61,6 +61,21 @@ inline constexpr uint32_t kDefaultTcpTimeWaitS = 60;
 inline constexpr uint32_t kDefaultUdpS = 60;
 inline constexpr uint32_t kDefaultIcmpS = 30;
 inline constexpr uint16_t kDefaultHbonePort = 15008;  // Istio HBONE
+// [hbone] limits, per worker (docs/HBONE.md "Abuse"). Connections: each holds a TLS session
+// and HTTP/2 state (~25 KiB idle).
+inline constexpr uint32_t kDefaultHboneMaxConnections = 4096;
+// Connections still in their TLS handshake or before the client's HTTP/2 SETTINGS: a quarter
+// of the connection limit, so silent connects never hold the slots of established tunnels.
+inline constexpr uint32_t kDefaultHboneMaxHandshakes = 1024;
+// Handshaking connections of one client address: a ztunnel opens one connection per
+// destination pod and identity, a few at once; 32 leaves room for a node's worth of bursts.
+inline constexpr uint32_t kDefaultHboneMaxHandshakesPerSource = 32;
+// A full mutual TLS 1.3 handshake takes a few round trips and ~2 ms of CPU: 5 s is long even
+// over a lossy WAN, and bounds how long a silent connect holds a slot.
+inline constexpr uint32_t kDefaultHboneHandshakeTimeoutMs = 5000;
+// All HBONE buffers of one worker (queued toward clients, received and not yet passed
+// upstream): 16 connections with full 16 MiB windows; past it windows close.
+inline constexpr uint32_t kDefaultHboneMemoryMb = 256;
 // GUE's destination port: the one Linux fou/gue examples and most deployments use.
 inline constexpr uint16_t kDefaultGuePort = 6080;
 // Drain on SIGTERM / POST /drain: long enough for short requests to finish, well inside
@@ -233,6 +248,11 @@ struct HboneConfig {
   std::string cluster_id;
   std::string identity;          // the SPIFFE id requested ("spiffe://td/ns/x/sa/y")
   uint32_t cert_ttl = 86400;     // seconds requested (SECRET_TTL); renewed at half-life
+  uint32_t max_connections = kDefaultHboneMaxConnections;  // per worker
+  uint32_t max_handshakes = kDefaultHboneMaxHandshakes;    // per worker, handshaking
+  uint32_t max_handshakes_per_source = kDefaultHboneMaxHandshakesPerSource;  // per worker
+  uint32_t handshake_timeout_ms = kDefaultHboneHandshakeTimeoutMs;
+  uint32_t memory_mb = kDefaultHboneMemoryMb;  // MiB of HBONE buffers per worker
   SourcePos pos;
 };
 

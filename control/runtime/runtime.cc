@@ -10,6 +10,7 @@
 #include <rte_mbuf.h>
 #include <rte_mbuf_dyn.h>
 #include <rte_ring.h>
+#include <malloc.h>
 #include <rte_ring_elem.h>
 #include <sched.h>
 #include <signal.h>
@@ -173,6 +174,11 @@ dp::ProxyParams proxy_params(const Config& cfg) {
 }
 
 int run_gateway(const Config& cfg, const RunOptions& opt) {
+  // HBONE's buffers are heap vectors that reach MiBs under back-pressure (docs/HBONE.md,
+  // "Abuse"). A fixed threshold gives every block of 256 KiB or more its own mapping, returned
+  // to the kernel when freed; glibc's dynamic threshold would rise after the first such free
+  // and keep later blocks in worker arenas that never shrink (RSS held after the load left).
+  mallopt(M_MMAP_THRESHOLD, 256 * 1024);
   const bool replay = !opt.pcap_in.empty();
   uint32_t workers = opt.workers ? opt.workers : cfg.gateway.workers;
   // The validator and the command line keep to these; a config built in code might not, and
@@ -217,6 +223,15 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
   dp::ProxyParams proxy_cfg;
   dp::hbone::GatewayParams hbone_cfg;
   hbone_cfg.port = cfg.hbone.port;
+  hbone_cfg.max_connections = cfg.hbone.max_connections;
+  hbone_cfg.max_handshakes = cfg.hbone.max_handshakes;
+  hbone_cfg.max_handshakes_per_source = cfg.hbone.max_handshakes_per_source;
+  hbone_cfg.limits.handshake_timeout_ms = cfg.hbone.handshake_timeout_ms;
+  hbone_cfg.memory_bytes = uint64_t(cfg.hbone.memory_mb) << 20;
+  if (getrandom(&hbone_cfg.source_seed, sizeof hbone_cfg.source_seed, 0) !=
+      ssize_t(sizeof hbone_cfg.source_seed)) {
+    hbone_cfg.source_seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+  }
   if (proxy) {
     proxy_cfg = proxy_params(cfg);
     // Buffered TCP data is received mbufs (one per segment, >= 1 KiB of payload each when the
@@ -636,12 +651,20 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
                    MetricType::kCounter, dp::hbone::gw_counter_help(c));
           w.sample(ht.sum.gw[i]);
         }
-        w.family("meshgate_hbone_connections", MetricType::kGauge,
-                 "HBONE connections open on the [hbone] port.");
-        w.sample(ht.sum.connections_active);
-        w.family("meshgate_hbone_tunnels", MetricType::kGauge,
-                 "HBONE tunnels open (streams with an upstream connection).");
-        w.sample(ht.sum.tunnels_active);
+        auto gauge = [&w](const char* name, const char* help, uint64_t v) {
+          w.family(name, MetricType::kGauge, help);
+          w.sample(v);
+        };
+        gauge("meshgate_hbone_connections", "HBONE connections open on the [hbone] port.",
+              ht.sum.connections_active);
+        gauge("meshgate_hbone_tunnels", "HBONE tunnels open (streams with an upstream connection).",
+              ht.sum.tunnels_active);
+        gauge("meshgate_hbone_handshakes",
+              "HBONE connections still in their handshake (TLS or before the client's SETTINGS).",
+              ht.sum.handshakes_active);
+        gauge("meshgate_hbone_buffer_bytes",
+              "Bytes held in HBONE buffers (queued toward clients, received and not yet sent upstream).",
+              ht.sum.buffer_bytes);
       });
     }
     if (admin) {

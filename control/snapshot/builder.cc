@@ -335,9 +335,12 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
   snap->service_index.build(keys);
   {
     std::vector<IpAddr> addrs;
-    addrs.reserve(snap->backends.size());
-    for (const dp::SnapBackend& b : snap->backends) addrs.push_back(b.address);
-    snap->backend_ip_index.build(addrs);
+    for (uint32_t i = 0; i < snap->backends.size(); ++i) {
+      if (snap->backends[i].identity == 0) continue;  // a static backend: not a workload
+      addrs.push_back(snap->backends[i].address);
+      snap->workload_backends.push_back(i);
+    }
+    snap->workload_ip_index.build(addrs);
   }
   for (uint32_t i = 0; i < snap->services.size(); ++i) {
     if (!snap->services[i].hostname.empty()) {

@@ -71,6 +71,8 @@ HboneTotals hbone_totals(const std::vector<const dp::Worker*>& workers) {
     for (int i = 0; i < dp::hbone::kNumGwCounters; ++i) t.sum.gw[i] += dp::counter_read(s.gw[i]);
     t.sum.connections_active += dp::counter_read(s.connections_active);
     t.sum.tunnels_active += dp::counter_read(s.tunnels_active);
+    t.sum.handshakes_active += dp::counter_read(s.handshakes_active);
+    t.sum.buffer_bytes += dp::counter_read(s.buffer_bytes);
   }
   return t;
 }
@@ -187,6 +189,8 @@ nlohmann::json stats_json(const std::vector<const dp::Worker*>& workers,
     }
     hj["connections"] = ht.sum.connections_active;
     hj["tunnels"] = ht.sum.tunnels_active;
+    hj["handshakes"] = ht.sum.handshakes_active;
+    hj["buffer_bytes"] = ht.sum.buffer_bytes;
     j["hbone"] = hj;
   }
 

@@ -37,11 +37,15 @@ class ByteQueue {
     if (head_ == buf_.size()) {
       buf_.clear();
       head_ = 0;
+      // A queue that grew large under back-pressure gives its memory back once drained (the
+      // common small queue keeps its allocation: no allocation per chunk).
+      if (buf_.capacity() > kKeepBytes) std::vector<uint8_t>().swap(buf_);
     }
   }
   void clear() {
     buf_.clear();
     head_ = 0;
+    if (buf_.capacity() > kKeepBytes) std::vector<uint8_t>().swap(buf_);
   }
   // Bytes held by the allocation (for memory budgets).
   size_t capacity() const { return buf_.capacity(); }
@@ -51,6 +55,7 @@ class ByteQueue {
   }
 
  private:
+  static constexpr size_t kKeepBytes = 256 * 1024;
   void compact() {
     const size_t n = size();
     std::memmove(buf_.data(), buf_.data() + head_, n);

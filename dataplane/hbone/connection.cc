@@ -16,6 +16,7 @@ struct Connection::Stream {
   int32_t id = 0;
   ByteQueue in;          // received, not yet read by the caller (credited back on read)
   ByteQueue out;         // accepted from the caller, not yet framed
+  size_t credit_owed = 0; // read bytes not credited back yet (budget full)
   std::string authority; // server: :authority as received (bounded by the header budget)
   Resolution dst;        // server: where the authority resolved (re-checked on policy change)
   uint32_t header_bytes = 0;
@@ -26,6 +27,7 @@ struct Connection::Stream {
   bool surfaced = false;   // the caller knows this stream (events are delivered)
   bool open = false;       // tunnel established (200 sent / received): DATA may flow out
   bool rejected = false;   // server answered with an error status
+  bool connect_pending = false; // server: accepted, its upstream dial not started yet
   bool connecting = false; // server: waiting for upstream_connected()
   bool out_fin = false;    // caller shut down its side: END_STREAM after `out`
   bool data_deferred = false;
@@ -228,6 +230,16 @@ struct Connection::Callbacks {
         c.counters_.add(is_clean_reset(code) ? Counter::k_rst_received_clean
                                              : Counter::k_rst_received_error);
         Stream* s = c.find(id);
+        if (c.role_ == tls::Role::kServer && !c.charge_reset(s)) {
+          // RFC 9113 5.4.1 / 7: ENHANCE_YOUR_CALM, the peer's behaviour may be a flood.
+          c.calmed_ = true;
+          c.counters_.add(Counter::k_rapid_reset_goaway);
+          nghttp2_session_terminate_session(session, NGHTTP2_ENHANCE_YOUR_CALM);
+        }
+        if (s != nullptr && s->connect_pending) {
+          s->connect_pending = false;  // dispatch_connects() skips it
+          c.counters_.add(Counter::k_reset_before_dial);
+        }
         if (s != nullptr && s->surfaced) c.push(EventKind::kStreamReset, id, code);
         break;
       }
@@ -238,6 +250,9 @@ struct Connection::Callbacks {
         break;
       case NGHTTP2_PING:
         if (frame->hd.flags & NGHTTP2_FLAG_ACK) c.ping_outstanding_ = false;
+        break;
+      case NGHTTP2_SETTINGS:
+        if (!(frame->hd.flags & NGHTTP2_FLAG_ACK)) c.peer_settings_ = true;
         break;
       default:
         break;
@@ -255,6 +270,7 @@ struct Connection::Callbacks {
       return 0;
     }
     s->in.append(data, len);
+    c.hold(len, 0);
     if (s->surfaced && !s->readable_signalled) {
       s->readable_signalled = true;
       c.push(EventKind::kStreamReadable, id);
@@ -276,6 +292,7 @@ struct Connection::Callbacks {
     } else {
       if (!s.in.empty()) nghttp2_session_consume_connection(c.h2_, s.in.size());
       c.send_buffered_ -= s.out.size();
+      c.hold(0, s.in.size() + s.out.size());
       c.streams_.erase(it);
     }
     return 0;
@@ -325,6 +342,7 @@ struct Connection::Callbacks {
     }
     const size_t n = s->out.read(buf, length);
     c.send_buffered_ -= n;
+    c.hold(0, n);
     if (s->out.empty() && s->out_fin) {
       *flags |= NGHTTP2_DATA_FLAG_EOF;
       return ssize_t(n);
@@ -364,12 +382,52 @@ Connection::Connection(const tls::Context& tls, tls::Role role, std::vector<std:
       created_ms_(now_ms),
       header_tokens_(limits.header_bytes_burst),
       header_refill_ms_(now_ms) {
+  resets_.init(limits.reset_burst, limits.reset_rate_per_s, now_ms);
+  premature_resets_.init(limits.premature_reset_burst, limits.premature_reset_per_s, now_ms);
   init_h2();
   // The client speaks first: its ClientHello goes out now.
   if (role_ == tls::Role::kClient) drive();
 }
 
-Connection::~Connection() { nghttp2_session_del(h2_); }
+Connection::~Connection() {
+  nghttp2_session_del(h2_);
+  if (budget_ != nullptr) budget_->used_bytes -= held_;
+}
+
+void Connection::hold(size_t add, size_t sub) {
+  held_ = held_ + add - sub;
+  if (budget_ != nullptr) budget_->used_bytes = budget_->used_bytes + add - sub;
+}
+
+void Connection::credit(Stream& s, size_t n) {
+  if (budget_blocks()) {
+    // The peer's window stays as small as it is: it cannot make this worker buffer more.
+    if (s.credit_owed == 0 && credit_owed_ == 0) counters_.add(Counter::k_buffer_budget_windows_held);
+    s.credit_owed += n;
+    credit_owed_ += n;
+    budget_->waiting = true;
+    return;
+  }
+  if (s.h2_closed) {
+    nghttp2_session_consume_connection(h2_, n);
+  } else {
+    nghttp2_session_consume(h2_, s.id, n);
+  }
+}
+
+void Connection::budget_room_back() {
+  if (closed_) return;
+  if (credit_owed_ > 0) {
+    credit_owed_ = 0;
+    for (auto& [id, s] : streams_) {
+      if (s->credit_owed == 0) continue;
+      const size_t n = s->credit_owed;
+      s->credit_owed = 0;
+      credit(*s, n);
+    }
+  }
+  flush();  // window updates out; signal_writable() wakes writers the budget held back
+}
 
 void Connection::init_h2() {
   nghttp2_session_callbacks* cb;
@@ -390,7 +448,10 @@ void Connection::init_h2() {
   nghttp2_option_set_max_continuations(opt, limits_.max_continuations);
   nghttp2_option_set_no_closed_streams(opt, 1);
   if (role_ == tls::Role::kServer) {
-    nghttp2_option_set_stream_reset_rate_limit(opt, limits_.reset_burst, limits_.reset_rate_per_s);
+    // A backstop only: charge_reset() spends the same budget first and answers
+    // ENHANCE_YOUR_CALM, where nghttp2's own limit would answer INTERNAL_ERROR.
+    nghttp2_option_set_stream_reset_rate_limit(opt, 2 * limits_.reset_burst,
+                                               2 * limits_.reset_rate_per_s);
   } else {
     nghttp2_option_set_peer_max_concurrent_streams(opt, limits_.client_max_streams);
   }
@@ -437,6 +498,14 @@ Connection::Stream* Connection::find(int32_t id) const {
   return it == streams_.end() ? nullptr : it->second.get();
 }
 
+bool Connection::charge_reset(const Stream* s) {
+  if (calmed_) return true;  // GOAWAY already queued
+  if (!resets_.take(now_ms_)) return false;
+  // Not open yet and not refused by us: its dial may have started (or would have).
+  const bool premature = s != nullptr && !s->open && !s->rejected;
+  return !premature || premature_resets_.take(now_ms_);
+}
+
 bool Connection::charge_header_bytes(size_t n) {
   if (header_tokens_ < n) return false;
   header_tokens_ -= n;
@@ -448,6 +517,7 @@ void Connection::recv_transport(const uint8_t* p, size_t n, uint64_t now_ms) {
   if (closed_) return;
   tls_.put_transport(p, n);
   drive();
+  if (!defer_connects_) dispatch_connects();
 }
 
 void Connection::recv_transport_eof(uint64_t now_ms) {
@@ -486,6 +556,12 @@ void Connection::drive() {
     const size_t n = tls_.read(buf, sizeof buf);
     if (n == 0) break;
     const ssize_t rv = nghttp2_session_mem_recv(h2_, buf, n);
+    if (rv == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS) {
+      // nghttp2 stops without a GOAWAY; RFC 9113 10.5 (a peer that makes us hold header
+      // state without end): ENHANCE_YOUR_CALM tells it why.
+      counters_.add(Counter::k_continuation_flood);
+      nghttp2_session_terminate_session(h2_, NGHTTP2_ENHANCE_YOUR_CALM);
+    }
     if (rv < 0) {
       // nghttp2 queued GOAWAY for protocol errors it detected; send it before closing.
       if (!h2_mem_exceeded_ && rv != NGHTTP2_ERR_NOMEM) flush();
@@ -539,6 +615,10 @@ void Connection::flush() {
 
 void Connection::signal_writable() {
   if (write_blocked_.empty() || send_buffered_ > limits_.connection_send_buffer_bytes / 2) return;
+  if (budget_ != nullptr && held_ >= kBudgetFloorBytes &&
+      budget_->used_bytes > budget_->resume_bytes()) {
+    return;  // the worker's budget is still (nearly) spent: budget_room_back() comes later
+  }
   std::vector<int32_t> blocked;
   blocked.swap(write_blocked_);
   for (int32_t id : blocked) {
@@ -578,13 +658,12 @@ void Connection::close(CloseReason reason) {
 void Connection::on_timer(uint64_t now_ms) {
   now_ms_ = now_ms;
   if (closed_) return;
-  if (!established_) {
-    if (now_ms - created_ms_ >= limits_.handshake_timeout_ms) {
-      counters_.add(Counter::k_handshake_timeouts);
-      close(CloseReason::kHandshakeTimeout);
-    }
+  if (!ready() && now_ms - created_ms_ >= limits_.handshake_timeout_ms) {
+    counters_.add(Counter::k_handshake_timeouts);
+    close(CloseReason::kHandshakeTimeout);
     return;
   }
+  if (!established_) return;
   // Refill the decoded-header budget.
   const uint64_t elapsed = now_ms - header_refill_ms_;
   if (elapsed > 0) {
@@ -616,10 +695,31 @@ void Connection::handle_request(Stream& s) {
   if (dst.kind == Resolution::Kind::kNotServed) return reject(s, 400, Counter::k_connect_400_not_served);
   if (!hooks_->authorize(tls_.peer_id(), dst)) return reject(s, 401, Counter::k_connect_401_denied);
   if (dst.kind == Resolution::Kind::kNoEndpoint) return reject(s, 503, Counter::k_connect_503_no_endpoint);
-  s.connecting = true;
-  s.surfaced = true;
+  // The dial waits until the bytes that brought this request are all processed (see
+  // dispatch_connects): a RST_STREAM right behind the HEADERS costs nothing upstream.
   s.dst = dst;
-  hooks_->connect(s.id, dst);
+  s.connect_pending = true;
+  pending_connects_.push_back({s.id, epoch_});
+}
+
+void Connection::dispatch_connects(uint64_t max_epoch) {
+  // In arrival order; connect() never calls back into this connection. Younger requests stay.
+  size_t kept = 0;
+  for (size_t i = 0; i < pending_connects_.size(); ++i) {
+    const PendingConnect pc = pending_connects_[i];
+    Stream* s = find(pc.stream);
+    if (s == nullptr || !s->connect_pending) continue;  // reset meanwhile: never dialled
+    if (pc.epoch > max_epoch && !closed_) {
+      pending_connects_[kept++] = pc;
+      continue;
+    }
+    s->connect_pending = false;
+    if (closed_ || s->h2_closed || s->rejected) continue;
+    s->connecting = true;
+    s->surfaced = true;
+    hooks_->connect(s->id, s->dst);
+  }
+  pending_connects_.resize(kept);
 }
 
 void Connection::reject(Stream& s, int status, Counter c) {
@@ -629,6 +729,7 @@ void Connection::reject(Stream& s, int status, Counter c) {
   s.connecting = false;
   if (!s.in.empty()) {
     nghttp2_session_consume(h2_, s.id, s.in.size());
+    hold(0, s.in.size());
     s.in.clear();
   }
   char code[4] = {char('0' + status / 100), char('0' + status / 10 % 10), char('0' + status % 10), 0};
@@ -711,13 +812,10 @@ size_t Connection::stream_read(int32_t id, uint8_t* out, size_t cap) {
   Stream* s = find(id);
   if (s == nullptr) return 0;
   const size_t n = s->in.read(out, cap);
+  hold(0, n);
   if (s->in.empty()) s->readable_signalled = false;
   if (n > 0 && !closed_) {
-    if (s->h2_closed) {
-      nghttp2_session_consume_connection(h2_, n);
-    } else {
-      nghttp2_session_consume(h2_, id, n);
-    }
+    credit(*s, n);
     flush();
   }
   return n;
@@ -728,7 +826,13 @@ size_t Connection::stream_send_room(int32_t id) const {
   if (s == nullptr || closed_ || s->out_fin || s->h2_closed || s->rejected) return 0;
   const size_t stream_room = limits_.stream_send_buffer_bytes - std::min(s->out.size(), limits_.stream_send_buffer_bytes);
   const size_t conn_room = limits_.connection_send_buffer_bytes - std::min(send_buffered_, limits_.connection_send_buffer_bytes);
-  return std::min(stream_room, conn_room);
+  size_t room = std::min(stream_room, conn_room);
+  if (budget_ != nullptr) {
+    // The worker's budget, except below this connection's floor (see BufferBudget).
+    const size_t floor_room = kBudgetFloorBytes - std::min(held_, kBudgetFloorBytes);
+    room = std::min(room, std::max(budget_->room(), floor_room));
+  }
+  return room;
 }
 
 size_t Connection::stream_write(int32_t id, const uint8_t* p, size_t n) {
@@ -736,13 +840,19 @@ size_t Connection::stream_write(int32_t id, const uint8_t* p, size_t n) {
   const size_t take = std::min(n, stream_send_room(id));
   if (s == nullptr) return 0;
   if (take < n && !s->write_blocked && !closed_ && !s->h2_closed && !s->out_fin) {
-    counters_.add(Counter::k_send_budget_full);
+    if (budget_blocks()) {
+      counters_.add(Counter::k_buffer_budget_full);
+      budget_->waiting = true;  // budget_room_back() wakes it
+    } else {
+      counters_.add(Counter::k_send_budget_full);
+    }
     s->write_blocked = true;
     write_blocked_.push_back(id);
   }
   if (take == 0) return 0;
   s->out.append(p, take);
   send_buffered_ += take;
+  hold(take, 0);
   if (s->data_deferred && s->open) {
     s->data_deferred = false;
     nghttp2_session_resume_data(h2_, id);
@@ -789,6 +899,7 @@ void Connection::stream_reset(int32_t id, uint32_t h2_error) {
   if (s == nullptr || closed_ || s->h2_closed) return;
   nghttp2_submit_rst_stream(h2_, NGHTTP2_FLAG_NONE, id, h2_error);
   send_buffered_ -= s->out.size();
+  hold(0, s->out.size());
   s->out.clear();
   s->out_fin = true;
   flush();
@@ -799,18 +910,24 @@ void Connection::stream_release(int32_t id) {
   auto it = streams_.find(id);
   if (it == streams_.end()) return;
   Stream& s = *it->second;
+  if (!s.h2_closed && open_h2_streams_ > 0) --open_h2_streams_;  // on_stream_close won't see it
   if (!closed_) {
     if (!s.h2_closed) nghttp2_submit_rst_stream(h2_, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
-    if (!s.in.empty()) {
+    // Everything of this stream is gone: its withheld credit too (the connection's window
+    // must not shrink for good).
+    const size_t n = s.in.size() + s.credit_owed;
+    if (n > 0) {
       if (s.h2_closed) {
-        nghttp2_session_consume_connection(h2_, s.in.size());
+        nghttp2_session_consume_connection(h2_, n);
       } else {
-        nghttp2_session_consume(h2_, id, s.in.size());
+        nghttp2_session_consume(h2_, id, n);
       }
     }
     nghttp2_session_set_stream_user_data(h2_, id, nullptr);
   }
+  credit_owed_ -= s.credit_owed;
   send_buffered_ -= s.out.size();
+  hold(0, s.in.size() + s.out.size());
   streams_.erase(it);
   if (!closed_) {
     flush();

@@ -23,6 +23,7 @@
 // built on the control thread.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -55,12 +56,19 @@ struct Limits {
   uint32_t client_max_header_list_bytes = 16 * kKiB;
   uint64_t ping_interval_ms = 10'000;
   uint64_t ping_timeout_ms = 20'000;
-  // Not in the spec: a peer that never finishes the handshake holds a TLS state.
-  uint64_t handshake_timeout_ms = 10'000;
-  // nghttp2 defaults, set explicitly: RST_STREAM token bucket (server; CVE-2023-44487 rapid
-  // reset) and CONTINUATION frames after one HEADERS (CVE-2024-27316 style floods).
+  // Not in the spec: a peer that never finishes the handshake (TLS, then its HTTP/2 preface and
+  // SETTINGS) holds a TLS state and a connection slot.
+  uint64_t handshake_timeout_ms = 5'000;
+  // RST_STREAM frames received (server; CVE-2023-44487 rapid reset): a token bucket with
+  // nghttp2's defaults, enforced by the engine so that the answer is GOAWAY ENHANCE_YOUR_CALM
+  // (nghttp2's own limit, set to twice these as a backstop, answers INTERNAL_ERROR).
   uint64_t reset_burst = 1000;
   uint64_t reset_rate_per_s = 33;
+  // Resets of streams whose tunnel was not open yet (no 200): each may have cost an upstream
+  // dial, so they get a tighter bucket of their own (Envoy counts such "premature" resets).
+  uint64_t premature_reset_burst = 100;
+  uint64_t premature_reset_per_s = 10;
+  // CONTINUATION frames after one HEADERS (CVE-2024-27316 style floods).
   uint32_t max_continuations = 8;
   // Decoded header bytes (name + value + 32, RFC 7541 4.1) per connection: a token bucket, so
   // an HPACK-amplified header flood over many short streams is cut off (GOAWAY
@@ -77,6 +85,24 @@ struct Limits {
   // Stop pulling frames from nghttp2 while this much ciphertext waits for the transport.
   size_t transport_high_water_bytes = 512 * kKiB;
 };
+
+// The HBONE buffers of all connections of one worker (GatewayParams::memory_bytes): bytes
+// accepted from the caller and not yet framed, and bytes received and not yet read. Past the
+// limit, stream_write() takes nothing and read bytes are not credited back to the peer (its
+// window stays closed), except on a connection holding less than kBudgetFloorBytes, so that
+// one abuser filling the budget cannot stall every other tunnel. Owned by the caller; one
+// thread.
+struct BufferBudget {
+  size_t limit_bytes = SIZE_MAX;
+  size_t used_bytes = 0;
+  // A writer or a window credit was held back: the owner calls budget_room_back() on its
+  // connections once used_bytes fell below resume_bytes().
+  bool waiting = false;
+  bool full() const { return used_bytes >= limit_bytes; }
+  size_t room() const { return full() ? 0 : limit_bytes - used_bytes; }
+  size_t resume_bytes() const { return limit_bytes - limit_bytes / 4; }
+};
+inline constexpr size_t kBudgetFloorBytes = 256 * 1024;
 
 enum class EventKind : uint8_t {
   kEstablished,     // TLS verified and HTTP/2 started; peer_id() is known
@@ -173,6 +199,16 @@ class Connection {
   int32_t open_stream(const ConnectRequest& req);
 
   // ---- server role ----
+  // Upstream connects of accepted requests are started (ServerHooks::connect) only after every
+  // byte given to one recv_transport() call was processed, so a stream its client reset in the
+  // same bytes (rapid reset) never costs a dial. With deferral on, they wait for the caller's
+  // dispatch_connects() instead: requests are stamped with the caller's epoch when they arrive
+  // (set_epoch), and dispatch_connects(e) starts those of epoch <= e (the worker: the ones that
+  // survived one more poll iteration, whose burst would have carried a RST right behind).
+  void set_defer_connects(bool on) { defer_connects_ = on; }
+  void set_epoch(uint64_t epoch) { epoch_ = epoch; }
+  bool has_pending_connects() const { return !pending_connects_.empty(); }
+  void dispatch_connects(uint64_t max_epoch = UINT64_MAX);
   void upstream_connected(int32_t stream, bool ok);
   // Policies changed: asks hooks.authorize() again for every live tunnel (connecting or open)
   // and ends the ones now denied with RST_STREAM(CONNECT_ERROR), each reported as
@@ -193,10 +229,17 @@ class Connection {
   void stream_release(int32_t stream);
 
   // ---- connection ----
+  // Charge this connection's buffers to `budget` (null: only the per-connection limits).
+  // Call before any byte flows.
+  void set_budget(BufferBudget* budget) { budget_ = budget; }
+  // The budget has room again: credit withheld windows, wake writers it held back.
+  void budget_room_back();
   void drain();    // GOAWAY(NO_ERROR); existing streams finish, then kClosed
   void abort();    // close now, no GOAWAY
   bool closed() const { return closed_; }
   bool established() const { return established_; }
+  // TLS verified and the peer's first SETTINGS received: the handshake stage is over.
+  bool ready() const { return established_ && peer_settings_; }
   tls::Role role() const { return role_; }
   const std::string& peer_id() const { return tls_.peer_id(); }
   tls::Failure tls_failure() const { return tls_.failure(); }
@@ -223,7 +266,38 @@ class Connection {
   void handle_request(Stream& s);
   void reject(Stream& s, int status, Counter c);
   void signal_writable();
+  // Bytes entering (+) or leaving (-) this connection's stream buffers.
+  void hold(size_t add, size_t sub);
+  bool budget_blocks() const {
+    return budget_ != nullptr && budget_->full() && held_ >= kBudgetFloorBytes;
+  }
+  // `n` bytes of stream `s` were read (or dropped): WINDOW_UPDATE credit, unless the budget
+  // holds it back.
+  void credit(Stream& s, size_t n);
   bool charge_header_bytes(size_t n);
+  // A RST_STREAM from the peer on `s` (null: a stream we no longer track): false when a reset
+  // budget is spent (the caller answers GOAWAY ENHANCE_YOUR_CALM).
+  bool charge_reset(const Stream* s);
+
+  // Requests per second style budget: `burst` tokens, refilled at `per_s` (fractions kept).
+  struct TokenBucket {
+    uint64_t tokens = 0, burst = 0, per_s = 0, last_ms = 0;
+    void init(uint64_t b, uint64_t rate, uint64_t now_ms) {
+      tokens = burst = b;
+      per_s = rate;
+      last_ms = now_ms;
+    }
+    bool take(uint64_t now_ms) {
+      const uint64_t add = (now_ms - last_ms) * per_s / 1000;
+      if (add > 0) {
+        tokens = std::min(burst, tokens + add);
+        last_ms = now_ms;
+      }
+      if (tokens == 0) return false;
+      --tokens;
+      return true;
+    }
+  };
 
   tls::Session tls_;
   tls::Role role_;
@@ -234,6 +308,13 @@ class Connection {
   std::unordered_map<int32_t, std::unique_ptr<Stream>> streams_;
   std::deque<Event> events_;
   std::vector<int32_t> write_blocked_;
+  struct PendingConnect {
+    int32_t stream;
+    uint64_t epoch;
+  };
+  std::vector<PendingConnect> pending_connects_;  // accepted requests not dialled yet
+  uint64_t epoch_ = 0;
+  TokenBucket resets_, premature_resets_;
   uint64_t now_ms_;
   uint64_t created_ms_;
   uint64_t last_ping_ms_ = 0;
@@ -242,14 +323,20 @@ class Connection {
   uint64_t header_refill_ms_;
   size_t h2_mem_used_ = 0;
   size_t send_buffered_ = 0;
+  BufferBudget* budget_ = nullptr;
+  size_t held_ = 0;          // this connection's bytes in budget_
+  size_t credit_owed_ = 0;   // read bytes whose window credit the budget held back
   size_t open_h2_streams_ = 0;
   bool h2_mem_exceeded_ = false;
   bool ping_outstanding_ = false;
   bool established_ = false;
+  bool peer_settings_ = false;
   bool closed_ = false;
   bool goaway_received_ = false;
   bool draining_ = false;
   bool in_callbacks_ = false;
+  bool defer_connects_ = false;
+  bool calmed_ = false;  // GOAWAY ENHANCE_YOUR_CALM queued for a reset flood
 };
 
 }  // namespace meshgate::dp::hbone

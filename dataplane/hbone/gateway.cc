@@ -6,6 +6,7 @@
 #include <atomic>
 
 #include "dataplane/common/compiler.h"
+#include "dataplane/common/hash.h"
 #include "dataplane/hbone/headers.h"
 #include "dataplane/hbone/resolve.h"
 #include "dataplane/lb/lb.h"
@@ -26,6 +27,9 @@ namespace {
 constexpr size_t kChunk = 16 * 1024;
 // Engine timers (PING every 10 s, handshake timeout) need no finer grain.
 constexpr uint32_t kTimerPeriodMs = 100;
+// Per-source handshake counts live in this many hashed buckets (a secret seed, so a client
+// cannot aim at another's bucket); addresses that share one share its count.
+constexpr uint32_t kSourceBuckets = 4096;
 // RFC 9113 §8.5: an upstream TCP connection that ends abnormally resets the stream with
 // CONNECT_ERROR; a stream reset from the client resets the upstream connection.
 constexpr uint32_t kUpstreamResetCode = kH2ConnectError;
@@ -62,6 +66,12 @@ struct Gateway::Conn {
   Conn* prev = nullptr;
   Conn* next = nullptr;
   bool dead = false;
+  bool dial_queued = false;  // in Gateway::to_dial_: accepted CONNECTs wait for advance()
+  // Handshake stage (terminated connections): TLS or the client's SETTINGS not done yet.
+  bool handshaking = false;
+  uint32_t source_bucket = 0;
+  Conn* hs_prev = nullptr;
+  Conn* hs_next = nullptr;
   // Origination: a pooled client connection to an endpoint's HBONE port.
   bool client = false;
   bool dialing = false;  // TCP handshake in flight
@@ -94,6 +104,10 @@ Gateway::Gateway(const GatewayParams& p, Proxy& proxy, uint16_t worker, uint64_t
   last_timer_ms_ = now_ms();
   listening_.reserve(16);
   refused_.reserve(16);
+  source_handshakes_.assign(kSourceBuckets, 0);
+  budget_.limit_bytes = size_t(p.memory_bytes);
+  source_seed_ = p.source_seed ^ uint64_t(worker);
+  to_dial_.reserve(64);
 }
 
 Gateway::~Gateway() {
@@ -138,6 +152,41 @@ void Gateway::begin(const Snapshot* snap, uint64_t now_ns, bool draining) {
 }
 
 void Gateway::advance() {
+  // CONNECTs accepted during the previous poll iteration are dialled now, after one more
+  // burst was received: a stream its client reset meanwhile (rapid reset: the RST right behind
+  // the HEADERS, often in the next segment) costs no upstream connect. Younger ones wait.
+  if (!to_dial_.empty()) {
+    size_t kept = 0;
+    for (size_t i = 0; i < to_dial_.size(); ++i) {
+      Conn* c = to_dial_[i];
+      if (c->dead) {
+        c->dial_queued = false;
+        continue;
+      }
+      current_ = c;
+      c->engine->dispatch_connects(epoch_ - 1);
+      service(c);
+      if (!c->dead && c->engine->has_pending_connects()) {
+        to_dial_[kept++] = c;
+      } else {
+        c->dial_queued = false;
+      }
+    }
+    to_dial_.resize(kept);
+    settle();
+  }
+  ++epoch_;
+  if (budget_.waiting && budget_.used_bytes <= budget_.resume_bytes()) {
+    // Memory came back: windows held closed reopen, writers held back resume.
+    budget_.waiting = false;
+    for (Conn* c = conns_; c != nullptr;) {
+      Conn* next = c->next;
+      c->engine->budget_room_back();
+      service(c);
+      c = next;
+    }
+    settle();
+  }
   const uint32_t now = now_ms();
   if (now - last_timer_ms_ >= kTimerPeriodMs) {
     last_timer_ms_ = now;
@@ -172,6 +221,8 @@ void Gateway::publish(bool force) {
   for (int i = 0; i < kNumCounters; ++i) put(published_.engine[i], engine_counters_.v[i]);
   for (int i = 0; i < kNumGwCounters; ++i) put(published_.gw[i], gw_[i]);
   put(published_.connections_active, n_conns_);
+  put(published_.handshakes_active, n_handshakes_);
+  put(published_.buffer_bytes, budget_.used_bytes);
   put(published_.tunnels_active, n_tunnels_);
 }
 
@@ -197,20 +248,59 @@ void Gateway::sync_listeners() {
 
 // ---- connections ----------------------------------------------------------------------------
 
-bool Gateway::refuse() {
-  const GwCounter why = draining_ ? GwCounter::k_refused_draining
-                        : snap_ == nullptr || snap_->tls_contexts.size() <= worker_
-                            ? GwCounter::k_refused_no_certificate
-                        : n_conns_ >= p_.max_connections ? GwCounter::k_refused_limit
-                                                         : GwCounter::kCount;
+bool Gateway::refuse(bool evict) {
+  GwCounter why = draining_ ? GwCounter::k_refused_draining
+                  : snap_ == nullptr || snap_->tls_contexts.size() <= worker_
+                      ? GwCounter::k_refused_no_certificate
+                      : GwCounter::kCount;
+  // At the connection limit a handshaking connection gives way (established tunnels stay):
+  // the limit refuses only when every connection finished its handshake. A SYN only checks
+  // (it may never complete); the connection that completed its TCP handshake evicts.
+  if (why == GwCounter::kCount && n_conns_ >= p_.max_connections &&
+      (evict ? !evict_handshake() : n_handshakes_ == 0)) {
+    why = GwCounter::k_refused_limit;
+  }
   if (why == GwCounter::kCount) return false;
   count(why);
   return true;
 }
 
-bool Gateway::accept(void* ctx, const tcp::TcpTuple&, tcp::TcpEventFn* fn, void** user) {
+uint32_t Gateway::source_bucket(const IpAddr& a) const {
+  return uint32_t(hash64(a.b, sizeof a.b, source_seed_) % kSourceBuckets);
+}
+
+void Gateway::leave_handshake(Conn* c) {
+  if (!c->handshaking) return;
+  c->handshaking = false;
+  --source_handshakes_[c->source_bucket];
+  --n_handshakes_;
+  if (c->hs_prev != nullptr) c->hs_prev->hs_next = c->hs_next;
+  if (c->hs_next != nullptr) c->hs_next->hs_prev = c->hs_prev;
+  if (hs_head_ == c) hs_head_ = c->hs_next;
+  if (hs_tail_ == c) hs_tail_ = c->hs_prev;
+  c->hs_prev = c->hs_next = nullptr;
+}
+
+bool Gateway::evict_handshake() {
+  Conn* old = hs_head_;
+  if (old == nullptr) return false;
+  count(GwCounter::k_handshakes_evicted);
+  old->engine->abort();
+  if (old->tcp != tcp::kNoConn) {
+    stack_.abort(old->tcp);  // RST: its handshake will not finish
+    old->tcp = tcp::kNoConn;
+  }
+  service(old);  // kClosed → destroy()
+  return true;
+}
+
+bool Gateway::accept(void* ctx, const tcp::TcpTuple& t, tcp::TcpEventFn* fn, void** user) {
   Gateway* g = static_cast<Gateway*>(ctx);
-  if (g->refuse()) return false;
+  if (g->refuse(false)) return false;
+  if (g->source_handshakes_[g->source_bucket(t.remote)] >= g->p_.max_handshakes_per_source) {
+    g->count(GwCounter::k_refused_source_limit);
+    return false;
+  }
   *fn = &Gateway::on_accepted;
   *user = g;
   return true;
@@ -228,15 +318,25 @@ void Gateway::on_accepted(void* user, TcpConnId c, TcpEvent ev) {
 void Gateway::start(TcpConnId tc) {
   tcp::TcpConnInfo ci;
   if (!stack_.info(tc, &ci)) return;
-  if (refuse()) {  // the snapshot or the drain changed since the SYN
+  if (refuse(true)) {  // the snapshot or the drain changed since the SYN, or the limit
     stack_.abort(tc);
     return;
   }
+  // SYNs of one source may all have passed accept() before any of them got here.
+  const uint32_t bucket = source_bucket(ci.tuple.remote);
+  if (source_handshakes_[bucket] >= p_.max_handshakes_per_source) {
+    count(GwCounter::k_refused_source_limit);
+    stack_.abort(tc);
+    return;
+  }
+  if (n_handshakes_ >= p_.max_handshakes) evict_handshake();
   Conn* c = new Conn();
   c->gw = this;
   c->tcp = tc;
   c->tls = snap_->tls_contexts[worker_];
   c->engine = Connection::server(*c->tls, *this, engine_counters_, now_ms(), p_.limits);
+  c->engine->set_defer_connects(true);  // dialled in advance()
+  c->engine->set_budget(&budget_);
   c->peer = ci.tuple.remote;
   c->peer_port = ci.tuple.remote_port;
   c->local = ci.tuple.local;
@@ -244,6 +344,14 @@ void Gateway::start(TcpConnId tc) {
   if (conns_ != nullptr) conns_->prev = c;
   conns_ = c;
   ++n_conns_;
+  c->handshaking = true;
+  c->source_bucket = bucket;
+  ++source_handshakes_[bucket];
+  ++n_handshakes_;
+  c->hs_prev = hs_tail_;
+  if (hs_tail_ != nullptr) hs_tail_->hs_next = c;
+  hs_tail_ = c;
+  if (hs_head_ == nullptr) hs_head_ = c;
   count(GwCounter::k_accepted);
   stack_.set_user(tc, &Gateway::on_conn, c);
 }
@@ -290,7 +398,12 @@ void Gateway::read_transport(Conn* c) {
     const uint32_t n = stack_.recv(c->tcp, buf, sizeof buf);
     if (n == 0) break;
     current_ = c;
-    c->engine->recv_transport(buf, n, now_ms());  // connects that fail at once: settle()
+    c->engine->set_epoch(epoch_);
+    c->engine->recv_transport(buf, n, now_ms());
+  }
+  if (!c->dead && !c->dial_queued && c->engine->has_pending_connects()) {
+    c->dial_queued = true;
+    to_dial_.push_back(c);
   }
 }
 
@@ -313,6 +426,7 @@ void Gateway::service(Conn* c) {
   if (c->dead) return;
   flush(c);
   process_events(c);
+  if (c->handshaking && !c->dead && c->engine->ready()) leave_handshake(c);
 }
 
 void Gateway::flush(Conn* c) {
@@ -430,6 +544,7 @@ void Gateway::process_events(Conn* c) {
 void Gateway::destroy(Conn* c) {
   if (c->dead) return;
   c->dead = true;
+  leave_handshake(c);
   for (Up* u : c->ups) {
     if (u->tcp != tcp::kNoConn) stack_.abort(u->tcp);
     abandon_partner(u);
@@ -451,7 +566,12 @@ void Gateway::destroy(Conn* c) {
     c->pool_id = 0;
   }
   if (c->tcp != tcp::kNoConn) {
-    // FIN after the last ciphertext (close() resets instead when unread bytes are left).
+    // FIN after the last ciphertext (a GOAWAY, an alert): close() resets instead when unread
+    // bytes are left, and a RST can make the peer lose what we sent last (RFC 9113 6.8). What
+    // the peer sent past our end is of no use: dropped (bounded by the receive buffer).
+    uint8_t buf[kChunk];
+    while (stack_.recv(c->tcp, buf, sizeof buf) > 0) {
+    }
     stack_.close(c->tcp);
     c->tcp = tcp::kNoConn;
   }
@@ -482,8 +602,8 @@ bool Gateway::authorize(std::string_view peer_id, const Resolution& dst) {
   req.dst_port = dst.port;
   // The destination's workload in this snapshot (a re-check may run on a newer one than the
   // resolution): its identity's namespace and its selector policies.
-  int32_t bi = snap_->find_backend(dst.ip, htons(dst.port), kProtoTcp);
-  if (bi < 0) bi = snap_->backend_ip_index.find(dst.ip);
+  int32_t bi = snap_->find_workload(dst.ip, htons(dst.port), kProtoTcp);
+  if (bi < 0) bi = snap_->find_backend(dst.ip, htons(dst.port), kProtoTcp);  // a VIP's static pick
   const std::vector<const policy::Policy*> pols = policies_for(*snap_, bi);
   return policy::evaluate(pols, req).allow;
 }
@@ -750,6 +870,7 @@ void Gateway::dial(Pool::ConnId id, const PoolKey& key) {
   c->key = key;
   c->tls = snap_->tls_contexts[worker_];
   c->engine = Connection::client(*c->tls, key.dst_identities, engine_counters_, now_ms(), p_.limits);
+  c->engine->set_budget(&budget_);
   c->peer = key.dst_ip;
   c->peer_port = key.dst_port;
   count(GwCounter::k_origin_dials);

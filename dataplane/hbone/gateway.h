@@ -68,6 +68,19 @@ struct GatewayParams {
   uint16_t port = 15008;
   // HBONE connections per worker (each holds a TLS session and HTTP/2 state).
   uint32_t max_connections = 4096;
+  // Connections still in their handshake (TLS, then the client's HTTP/2 SETTINGS), per worker:
+  // counted apart from established ones. Past the cap the oldest handshaking connection is
+  // closed for the new one, so silent connects cannot hold the listener.
+  uint32_t max_handshakes = 1024;
+  // Handshaking connections from one client address, per worker: past it new connections
+  // from that address are refused (RST).
+  uint32_t max_handshakes_per_source = 32;
+  // Key of the hash that puts client addresses in their per-source buckets: random (the
+  // runtime's getrandom), so a client cannot pick addresses that share another's bucket.
+  uint64_t source_seed = 0;
+  // HBONE buffers per worker (bytes queued toward clients, received bytes not yet passed
+  // upstream): past it upstream reads stop and no HTTP/2 window is granted.
+  uint64_t memory_bytes = 256ull << 20;
   Limits limits;
 };
 
@@ -76,6 +89,8 @@ struct GatewayStats {
   uint64_t engine[kNumCounters] = {};
   uint64_t gw[kNumGwCounters] = {};
   uint64_t connections_active = 0;  // gauge
+  uint64_t handshakes_active = 0;   // gauge: connections still in their handshake
+  uint64_t buffer_bytes = 0;        // gauge: bytes held against GatewayParams::memory_bytes
   uint64_t tunnels_active = 0;      // gauge: streams with an upstream connection
 };
 
@@ -118,8 +133,15 @@ class Gateway final : private ServerHooks {
   void connect(int32_t stream, const Resolution& dst) override;
 
   void start(tcp::TcpConnId c);
+  // Handshake-stage accounting: per-source counts in hashed buckets, oldest-first list.
+  uint32_t source_bucket(const IpAddr& a) const;
+  void leave_handshake(Conn* c);
+  // Makes room for one more handshaking connection (closing the oldest); false when none can
+  // be closed.
+  bool evict_handshake();
   // Counts and says so when a new connection must be refused (drain, no certificate, limit).
-  bool refuse();
+  // `evict`: at the connection limit, close the oldest handshaking connection to make room.
+  bool refuse(bool evict);
   void conn_event(Conn* c, tcp::TcpEvent ev);
   void up_event(Up* u, tcp::TcpEvent ev);
   void read_transport(Conn* c);
@@ -172,7 +194,14 @@ class Gateway final : private ServerHooks {
   std::vector<std::pair<IpAddr, uint16_t>> listening_;
   Conn* conns_ = nullptr;  // doubly linked, live connections
   std::vector<Conn*> dead_;  // ended: freed in advance()
+  std::vector<Conn*> to_dial_;  // connections with accepted CONNECTs to dial in advance()
+  uint64_t epoch_ = 1;          // poll iterations (advance() calls): the age of a CONNECT
   uint32_t n_conns_ = 0;
+  uint32_t n_handshakes_ = 0;
+  Conn* hs_head_ = nullptr;  // handshaking connections, oldest first
+  Conn* hs_tail_ = nullptr;
+  std::vector<uint16_t> source_handshakes_;  // kSourceBuckets, by source_bucket()
+  uint64_t source_seed_ = 0;
   uint32_t n_tunnels_ = 0;
   Conn* current_ = nullptr;  // the connection whose hooks run
   Pool pool_;
@@ -182,6 +211,7 @@ class Gateway final : private ServerHooks {
   std::vector<std::pair<Conn*, int32_t>> refused_;  // connects that failed (answered 503)
   std::vector<Conn*> dirty_;
   Counters engine_counters_;
+  BufferBudget budget_;  // every connection's stream buffers ([hbone] memory_mb)
   uint64_t gw_[kNumGwCounters] = {};
   GatewayStats published_;
   uint32_t published_ms_ = 0;

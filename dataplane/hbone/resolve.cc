@@ -64,10 +64,11 @@ Destination resolve(const Snapshot& snap, const Authority& a, uint32_t flow_hash
     d.kind = Resolution::Kind::kNoEndpoint;
     return d;
   }
-  // A workload address: that port if it is a known endpoint, else the first entry of the
-  // address (the same workload: identity and policies) with the port asked for.
-  int32_t bi = snap.find_backend(a.ip, port_be, kProtoTcp);
-  if (bi < 0) bi = snap.backend_ip_index.find(a.ip);
+  // A mesh workload address: that port if it is a known endpoint, else the first entry of the
+  // address (the same workload: identity and policies) with the port asked for. A static
+  // service's backend is not a workload: reaching it any other way than by its VIP would
+  // open every port of that host to any mesh identity.
+  const int32_t bi = snap.find_workload(a.ip, port_be, kProtoTcp);
   if (bi < 0) return {};  // not served: 400
   Destination d;
   d.kind = Resolution::Kind::kServed;

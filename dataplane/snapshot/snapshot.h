@@ -207,8 +207,10 @@ struct Snapshot {
   // selector_lists ([0] is the empty list).
   std::vector<uint32_t> backend_selectors;
   std::vector<std::vector<std::string>> selector_lists;
-  // Backend addresses (any port): a pod address an HBONE authority may name with any port.
-  FlatIndex<IpAddr> backend_ip_index;  // -> index into backends of the first with that address
+  // Mesh workload addresses (backends with a SPIFFE identity; a static [[service.backend]] has
+  // none): the pod addresses an HBONE authority may name, with any port.
+  FlatIndex<IpAddr> workload_ip_index;     // -> index into workload_backends
+  std::vector<uint32_t> workload_backends; // -> index into backends of the first such entry
   // Mesh service FQDN -> indices into services (one per VIP and port).
   std::unordered_map<std::string, std::vector<uint32_t>> services_by_host;
   // The mesh model's authorization policies (null: none), shared by every snapshot built from
@@ -234,6 +236,14 @@ struct Snapshot {
   // Index into backends of the first entry with this address:port:protocol, or -1.
   int32_t find_backend(const IpAddr& a, uint16_t port_be, uint8_t proto) const {
     return backend_index.find(BackendKey{a, port_be, proto});
+  }
+  // Index into backends of the mesh workload at this address (the entry with this port when
+  // there is one, else the address's first), or -1 (no workload there).
+  int32_t find_workload(const IpAddr& a, uint16_t port_be, uint8_t proto) const {
+    const int32_t bi = find_backend(a, port_be, proto);
+    if (bi >= 0 && backends[uint32_t(bi)].identity != 0) return bi;
+    const int32_t wi = workload_ip_index.find(a);
+    return wi < 0 ? -1 : int32_t(workload_backends[uint32_t(wi)]);
   }
   bool is_backend(const IpAddr& a, uint16_t port_be, uint8_t proto) const {
     return backend_index.find(BackendKey{a, port_be, proto}) >= 0;

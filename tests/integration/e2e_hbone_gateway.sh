@@ -22,13 +22,10 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/hbone/common.sh"
 require_root
-PY=/usr/bin/python3  # Debian's python: python3-h2 is installed for it
-$PY -c 'import h2' || fail "python3-h2 missing (tools/setup.sh installs it)"
-H=$MG_SOURCE_DIR/tests/integration/hbone
+hbone_python
 # On failure the gateway's non-zero counters go to the log dump too.
 fail() {
-  curl -s --max-time 2 "http://$MG_ADMIN/metrics" 2>/dev/null |
-    grep -E '^meshgate_(hbone|tcp|proxy|drops)' | grep -v ' 0$' >"$TMP/metrics-at-failure.log" || true
+  metrics_at_failure
   ip netns exec "$BE" ss -tnio >"$TMP/backend-sockets-at-failure.log" 2>&1 || true
   echo "FAIL: $*" >&2
   exit 1

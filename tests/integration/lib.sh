@@ -83,7 +83,7 @@ start_gateway() {
   GW_PID=$!
   PIDS+=("$GW_PID")
   # A start took over 20 s on a loaded 2-core machine (other gateways busy-polling).
-  wait_for 60 grep -q "event=workers_started" "$TMP/gateway.log" || fail "gateway did not start"
+  wait_for "${MG_START_WAIT_S:-60}" grep -q "event=workers_started" "$TMP/gateway.log" || fail "gateway did not start"
 }
 
 # stop_gateway SIGNAL: sends the signal, expects exit 0 and the stats file.

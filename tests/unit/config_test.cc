@@ -173,6 +173,11 @@ port = 80
   EXPECT_EQ(c.mesh.table_size, 0u);
   EXPECT_EQ(c.hbone.port, kDefaultHbonePort);
   EXPECT_EQ(c.hbone.trust_domain, "cluster.local");
+  EXPECT_EQ(c.hbone.max_connections, kDefaultHboneMaxConnections);
+  EXPECT_EQ(c.hbone.max_handshakes, kDefaultHboneMaxHandshakes);
+  EXPECT_EQ(c.hbone.max_handshakes_per_source, kDefaultHboneMaxHandshakesPerSource);
+  EXPECT_EQ(c.hbone.handshake_timeout_ms, kDefaultHboneHandshakeTimeoutMs);
+  EXPECT_EQ(c.hbone.memory_mb, kDefaultHboneMemoryMb);
   EXPECT_EQ(c.admin.listen, "127.0.0.1:15000");
 }
 
@@ -1097,6 +1102,14 @@ cert_ttl = 10
 local_addresses = ["198.51.100.2"]
 )",
      2, 12, "hbone.cert_ttl", "got 10"},
+    {"hbone_handshake_timeout_too_short", R"([hbone]
+handshake_timeout_ms = 10
+)",
+     2, 24, "hbone.handshake_timeout_ms", "got 10"},
+    {"hbone_memory_below_one_window", R"([hbone]
+memory_mb = 1
+)",
+     2, 13, "hbone.memory_mb", "got 1"},
     {"admin_listen_without_port", R"([admin]
 listen = "127.0.0.1"
 )",

@@ -133,6 +133,15 @@ int status_of(Pair& p, int32_t cs) {
   return e ? int(e->code) : -1;
 }
 
+// The server ended the connection with GOAWAY(ENHANCE_YOUR_CALM) (RFC 9113 7: "the endpoint
+// is exhibiting a behavior that might be generating excessive load").
+void expect_calm_goaway(Pair& p) {
+  const Event* g = Pair::last(p.cev, EventKind::kGoaway);
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->code, 11u) << "ENHANCE_YOUR_CALM, not nghttp2's INTERNAL_ERROR";
+  EXPECT_TRUE(p.server->closed());
+}
+
 std::string sha256(const std::string& s) {
   unsigned char d[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(s.data()), s.size(), d);
@@ -307,10 +316,58 @@ TEST(HboneEngine, decoded_header_budget_closes_the_connection_with_enhance_your_
   for (int i = 0; i < 10; ++i) p.client->open_stream(req);
   p.pump();
   EXPECT_EQ(p.sc[Counter::k_header_budget_exceeded], 1u);
-  const Event* g = Pair::last(p.cev, EventKind::kGoaway);
-  ASSERT_NE(g, nullptr);
-  EXPECT_EQ(g->code, 11u);  // ENHANCE_YOUR_CALM
-  EXPECT_TRUE(p.server->closed());
+  expect_calm_goaway(p);
+}
+
+TEST(HboneEngine, rapid_reset_dials_nothing_and_gets_goaway_enhance_your_calm) {
+  Pair p;
+  p.pump();
+  ConnectRequest req;
+  req.authority = "10.0.0.1:80";
+  // CVE-2023-44487: HEADERS then RST_STREAM at once, over and over (bounded: 20 rounds of 50).
+  for (int round = 0; round < 20 && !p.server->closed(); ++round) {
+    for (int i = 0; i < 50; ++i) {
+      const int32_t cs = p.client->open_stream(req);
+      if (cs < 0) break;
+      p.client->stream_release(cs);  // RST_STREAM(CANCEL) right behind the HEADERS
+    }
+    p.pump();
+  }
+  EXPECT_TRUE(p.hooks.connects.empty()) << "a stream reset in the same bytes must not be dialled";
+  EXPECT_GE(p.sc[Counter::k_reset_before_dial], 100u);
+  EXPECT_LE(p.sc[Counter::k_reset_before_dial], 160u) << "the GOAWAY comes after ~100 such resets";
+  EXPECT_EQ(p.sc[Counter::k_rapid_reset_goaway], 1u);
+  expect_calm_goaway(p);
+}
+
+TEST(HboneEngine, resets_after_the_dial_are_counted_and_open_tunnels_reset_cleanly_are_not_premature) {
+  Pair p;
+  p.pump();
+  ConnectRequest req;
+  req.authority = "10.0.0.1:80";
+  // 150 tunnels that open (200) and end with RST_STREAM(CANCEL): within the 1000 burst.
+  for (int i = 0; i < 150; ++i) {
+    auto [cs, ss] = p.open("10.0.0.1:80");
+    ASSERT_GT(cs, 0);
+    p.client->stream_release(cs);
+    p.pump();
+    p.server->stream_release(ss);
+    p.pump();
+  }
+  EXPECT_FALSE(p.server->closed());
+  EXPECT_EQ(p.sc[Counter::k_rapid_reset_goaway], 0u);
+  // Streams reset while their dial is in flight are premature: the 101st ends the connection.
+  for (int i = 0; i < 150 && !p.server->closed(); ++i) {
+    const int32_t cs = p.client->open_stream(req);
+    ASSERT_GT(cs, 0);
+    p.pump();  // the dial starts
+    p.client->stream_release(cs);
+    p.pump();
+  }
+  EXPECT_EQ(p.hooks.connects.size(), 150u + 101u);
+  EXPECT_EQ(p.sc[Counter::k_rapid_reset_goaway], 1u);
+  EXPECT_EQ(p.sc[Counter::k_reset_before_dial], 0u);
+  expect_calm_goaway(p);
 }
 
 TEST(HboneEngine, client_uses_at_most_100_streams_per_connection) {
@@ -508,6 +565,48 @@ TEST(HboneEngine, send_budget_pushes_back_when_the_peer_does_not_read_and_recove
   p.pump();
   EXPECT_EQ(Pair::count(p.cev, EventKind::kStreamWritable, cs), 1);
   EXPECT_GT(p.client->stream_send_room(cs), 0u);
+}
+
+TEST(HboneEngine, worker_buffer_budget_bounds_held_bytes_holds_windows_and_wakes_writers) {
+  BufferBudget budget;
+  budget.limit_bytes = 1024 * 1024;
+  Pair p;
+  p.server->set_budget(&budget);
+  auto [cs, ss] = p.open();
+  // Upstream bytes toward a client that does not read: its 4 MiB stream window fills, then
+  // the server's buffers, up to the worker's budget (not the 16 MiB per connection).
+  const std::string chunk(64 * 1024, 'd');
+  size_t accepted = 0;
+  for (int i = 0; i < 200 && p.server->stream_send_room(ss) > 0; ++i) {
+    accepted += p.server->stream_write(ss, reinterpret_cast<const uint8_t*>(chunk.data()), chunk.size());
+    p.pump(2);
+  }
+  EXPECT_EQ(p.server->stream_send_room(ss), 0u);
+  EXPECT_LE(budget.used_bytes, budget.limit_bytes + chunk.size());
+  EXPECT_LE(accepted, 4u * 1024 * 1024 + budget.limit_bytes + chunk.size());
+  p.server->stream_write(ss, reinterpret_cast<const uint8_t*>(chunk.data()), 1);  // blocked
+  EXPECT_EQ(p.sc[Counter::k_buffer_budget_full], 1u);
+  EXPECT_TRUE(budget.waiting);
+  // Bytes the client sends meanwhile are read by the caller but not credited back.
+  const std::string up(256 * 1024, 'u');
+  EXPECT_EQ(p.client->stream_write(cs, reinterpret_cast<const uint8_t*>(up.data()), up.size()), up.size());
+  p.pump();
+  EXPECT_EQ(p.read_all(*p.server, ss).size(), up.size());
+  EXPECT_EQ(p.sc[Counter::k_buffer_budget_windows_held], 1u);
+  // The client reads: the server's buffers drain into the window it reopens, the budget has
+  // room again, and the owner's budget_room_back() wakes the writer and returns the credit.
+  EXPECT_GE(p.read_all(*p.client, cs).size(), 4u * 1024 * 1024);
+  p.pump();
+  p.read_all(*p.client, cs);
+  p.pump();
+  EXPECT_LE(budget.used_bytes, budget.resume_bytes());
+  p.server->budget_room_back();
+  p.pump();
+  EXPECT_EQ(Pair::count(p.sev, EventKind::kStreamWritable, ss), 1);
+  EXPECT_GT(p.server->stream_send_room(ss), 0u);
+  // Everything charged is given back with the connection.
+  p.server.reset();
+  EXPECT_EQ(budget.used_bytes, 0u);
 }
 
 TEST(HboneEngine, memory_budget_closes_a_connection_that_needs_more) {

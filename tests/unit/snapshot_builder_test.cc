@@ -483,6 +483,9 @@ struct ResolveFixture : Fixture {
     auto drained = spec("demo/drained.demo.svc.cluster.local:80", "203.0.113.2", 80,
                         {{"198.51.100.13", 0}});
     drained.hostname = "drained.demo.svc.cluster.local";
+    drained.endpoints[0].identity = "spiffe://cluster.local/ns/demo/sa/drained";
+    // A static ([[service]]) service: its backend is no mesh workload (no identity).
+    auto plain = spec("static", "203.0.113.3", 80, {{"198.51.100.21", 1}});
     auto set = std::make_shared<dp::policy::PolicySet>();
     auto add = [&](dp::policy::Scope scope, const char* ns, const char* name) {
       dp::policy::ScopedPolicy p;
@@ -498,7 +501,7 @@ struct ResolveFixture : Fixture {
     add(dp::policy::Scope::kGlobal, "istio-system", "global");
     add(dp::policy::Scope::kNamespace, "other", "ns-other");
     reg.policies = set;
-    snap = build({web, drained}, reg, 1);
+    snap = build({web, drained, plain}, reg, 1);
   }
   dp::hbone::Destination resolve(const char* authority, uint32_t hash = 1) const {
     dp::hbone::Authority a;
@@ -546,6 +549,20 @@ TEST(HboneResolve, VipAndFqdnPickAnEndpointWithMaglevPodAddressesNameTheirWorklo
   EXPECT_EQ(f.resolve("192.0.2.99:80").kind, K::kNotServed);
   EXPECT_EQ(f.resolve("[2001:db8::1]:80").kind, K::kNotServed);
   EXPECT_EQ(f.resolve("api.demo.svc.cluster.local:80").kind, K::kNotServed);
+}
+
+TEST(HboneResolve, StaticBackendsAreNotWorkloadsOnlyTheirVipIsServed) {
+  ResolveFixture f;
+  using K = dp::hbone::Resolution::Kind;
+  // docs/HBONE.md: a VIP, a service FQDN or a mesh workload address. A [[service.backend]] of
+  // a static service is none of them, on its own port or any other.
+  EXPECT_EQ(f.resolve("198.51.100.21:8080").kind, K::kNotServed);
+  EXPECT_EQ(f.resolve("198.51.100.21:7000").kind, K::kNotServed);
+  const auto vip = f.resolve("203.0.113.3:80");
+  EXPECT_EQ(vip.kind, K::kServed);
+  EXPECT_EQ(vip.ip, A("198.51.100.21"));
+  // A mesh workload (it has an identity) stays served on any port.
+  EXPECT_EQ(f.resolve("198.51.100.13:7000").kind, K::kServed);
 }
 
 TEST(HboneResolve, PoliciesOfTheChosenWorkloadAreGlobalItsNamespacesAndItsSelectorOnes) {

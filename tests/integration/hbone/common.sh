@@ -1,5 +1,19 @@
 # Shared pieces of the HBONE tests and benchmarks (bash, sourced; defines functions only).
 
+# hbone_python: Debian's python (python3-h2 is installed for it) as $PY, the helpers' folder
+# as $H; fails when python3-h2 is missing.
+hbone_python() {
+  PY=/usr/bin/python3
+  $PY -c 'import h2' || fail "python3-h2 missing (tools/setup.sh installs it)"
+  H=$MG_SOURCE_DIR/tests/integration/hbone
+}
+
+# metrics_at_failure: the gateway's non-zero HBONE / TCP / proxy counters into the log dump.
+metrics_at_failure() {
+  curl -s --max-time 2 "http://$MG_ADMIN/metrics" 2>/dev/null |
+    grep -E '^meshgate_(hbone|tcp|proxy|drops)' | grep -v ' 0$' >"$TMP/metrics-at-failure.log" || true
+}
+
 # deny_policy NAME SA: a namespace DENY policy of demo for the principal of service account SA
 # (mesh file TOML).
 deny_policy() {
@@ -56,7 +70,8 @@ hbone_topology() {
 # hbone_gateway_start [MESH_KEYS [TABLES]]: meshgate with one worker on those veths, [fullnat]
 # 198.51.100.2, the mesh file $TMP/mesh.toml (MESH_KEYS: more keys of [mesh], e.g.
 # 'mode = "proxy"'), the demo/server certificate and TABLES (more TOML); returns once /ready
-# answers 200.
+# answers 200. $HBONE_KEYS (TOML lines) goes into [hbone], $HBONE_TABLES (TOML tables)
+# after the rest.
 hbone_gateway_start() {
   cat >"$TMP/gw.toml" <<TOML
 [gateway]
@@ -79,9 +94,11 @@ ${1:-}
 cert_chain = "$P/demo.server.pem"
 private_key = "$P/demo.server-key.pem"
 trust_bundle = "$P/root.pem"
+${HBONE_KEYS:-}
 [admin]
 listen = "$MG_ADMIN"
 ${2:-}
+${HBONE_TABLES:-}
 TOML
   start_gateway "$TMP/gw.toml"
   wait_for 10 curl -sf "http://$MG_ADMIN/ready" || fail "gateway not ready"

@@ -11,6 +11,7 @@
     drain      open a stream, signal --pid (SIGTERM), expect GOAWAY, keep using the stream
     revoke     open a stream to an echo backend, see an echo, signal --pid (SIGHUP: the server
                reloads its policies), expect RST_STREAM with CONNECT_ERROR (10)
+  --source ADDR connects from that local address.
 Prints one line of JSON; exit 0 when every check of the mode passed, 1 otherwise, 3 when the
 TLS handshake failed. Everything is bounded by --timeout seconds.
 """
@@ -45,7 +46,8 @@ class Client:
         ctx.load_verify_locations(a.bundle)
         ctx.load_cert_chain(a.cert, a.key)
         ctx.set_alpn_protocols(["h2"])
-        raw = socket.create_connection((a.addr, a.port), timeout=a.timeout)
+        src = (a.source, 0) if getattr(a, "source", "") else None
+        raw = socket.create_connection((a.addr, a.port), timeout=a.timeout, source_address=src)
         try:
             self.sock = ctx.wrap_socket(raw)  # no server_hostname: no SNI, as HBONE clients
             # TLS 1.3: a rejected client certificate shows on the first read.
@@ -266,20 +268,26 @@ def run_revoke(c, a):
     return ok
 
 
-def main():
-    p = argparse.ArgumentParser()
+def client_args(p):
+    """The arguments every client of the terminator takes (this one and abuse.py)."""
     p.add_argument("addr")
     p.add_argument("port", type=int)
     p.add_argument("--cert", required=True)
     p.add_argument("--key", required=True)
     p.add_argument("--bundle", required=True)
+    p.add_argument("--timeout", type=float, default=60)
+    p.add_argument("--source", default="", help="local address to connect from")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    client_args(p)
     p.add_argument("mode", choices=["streams", "status", "halfclose", "drain", "revoke"])
     p.add_argument("--authority", default="127.0.0.1:9")
     p.add_argument("--method", default="CONNECT")
     p.add_argument("--n", type=int, default=1)
     p.add_argument("--bytes", type=int, default=1024)
     p.add_argument("--pid", type=int, default=0)
-    p.add_argument("--timeout", type=float, default=60)
     a = p.parse_args()
     c = Client(a)
     run = {"streams": run_streams, "status": run_status, "halfclose": run_halfclose, "drain": run_drain,
