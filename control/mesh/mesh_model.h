@@ -63,7 +63,6 @@ struct Service {
   std::vector<PortMapping> ports;
   std::vector<std::string> subject_alt_names;
   LoadBalancing load_balancing;
-  bool has_waypoint = false;            // kept for dumps; meshgate does not send to waypoints
   std::string key() const { return ns + "/" + hostname; }  // the xDS resource name
   friend bool operator==(const Service&, const Service&) = default;
 };
@@ -89,8 +88,6 @@ struct Workload {
   std::vector<std::string> authorization_policies;
   bool healthy = true;
   uint32_t capacity = kDefaultCapacity;  // LB weight
-  bool has_waypoint = false;
-  bool has_network_gateway = false;
 
   // "spiffe://<trust domain>/ns/<namespace>/sa/<service account>", defaults applied.
   std::string identity() const;
