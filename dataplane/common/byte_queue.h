@@ -28,6 +28,9 @@ class ByteQueue {
   // Copies up to `cap` bytes out and consumes them; returns how many.
   size_t read(void* out, size_t cap) {
     const size_t n = cap < size() ? cap : size();
+    // An empty queue may have no allocation: memcpy from a null pointer is undefined even for
+    // zero bytes (the HBONE engine reads empty stream queues when nghttp2 polls for DATA).
+    if (n == 0) return 0;
     std::memcpy(out, data(), n);
     consume(n);
     return n;
