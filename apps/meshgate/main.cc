@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
     std::fputs(cfg.error().str().c_str(), stderr);
     return kExitUsage;
   }
-  ConfigErrors errs = check_supported(*cfg);
+  ConfigErrors errs;
   check_referenced_files(*cfg, &errs);
   if (!errs.errors.empty()) {
     std::fputs(errs.str().c_str(), stderr);

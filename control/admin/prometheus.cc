@@ -1,7 +1,6 @@
 #include "control/admin/prometheus.h"
 
 #include <cinttypes>
-#include <cmath>
 #include <cstdio>
 
 #include "control/stats/stats.h"
@@ -96,19 +95,6 @@ void PromWriter::sample(std::initializer_list<PromLabel> l, uint64_t value) {
   labels(l);
   char buf[32];
   std::snprintf(buf, sizeof buf, " %" PRIu64 "\n", value);
-  out_ += buf;
-}
-
-void PromWriter::sample_double(std::initializer_list<PromLabel> l, double value) {
-  labels(l);
-  char buf[64];
-  if (std::isnan(value)) {
-    std::snprintf(buf, sizeof buf, " NaN\n");
-  } else if (std::isinf(value)) {
-    std::snprintf(buf, sizeof buf, value > 0 ? " +Inf\n" : " -Inf\n");
-  } else {
-    std::snprintf(buf, sizeof buf, " %.17g\n", value);
-  }
   out_ += buf;
 }
 

@@ -45,7 +45,6 @@ class PromWriter {
   // One sample of the family declared last. Integers are written exactly.
   void sample(std::initializer_list<PromLabel> labels, uint64_t value);
   void sample(uint64_t value) { sample({}, value); }
-  void sample_double(std::initializer_list<PromLabel> labels, double value);
 
   const std::string& text() const { return out_; }
 

@@ -78,13 +78,6 @@ Result<std::vector<CertInfo>> certs_from_bio(BIO* bio, const std::string& label,
 
 }  // namespace
 
-Result<std::vector<CertInfo>> read_pem_certs(const std::string& path, const std::string& first_role,
-                                            const std::string& rest_role) {
-  OsslPtr<BIO> bio(BIO_new_file(path.c_str(), "r"));
-  if (!bio) return Error{"cannot read " + path};
-  return certs_from_bio(bio.get(), path, first_role, rest_role);
-}
-
 Result<std::vector<CertInfo>> pem_certs_info(const std::string& pem, const std::string& file,
                                              const std::string& first_role,
                                              const std::string& rest_role) {

@@ -28,11 +28,6 @@ enum class LbScope : uint8_t { kRegion = 1, kZone = 2, kSubzone = 3, kNode = 4, 
 enum class LbMode : uint8_t { kUnspecified = 0, kStrict = 1, kFailover = 2, kPassthrough = 3 };
 enum class HealthPolicy : uint8_t { kOnlyHealthy = 0, kAllowAll = 1 };
 
-const char* tunnel_name(Tunnel t);        // "none" | "hbone" | "legacy_istio_mtls"
-const char* lb_scope_name(LbScope s);     // "region" | ... | "network"
-const char* lb_mode_name(LbMode m);       // "unspecified" | "strict" | "failover" | "passthrough"
-const char* health_policy_name(HealthPolicy h);  // "only_healthy" | "allow_all"
-
 // istio.workload.Port: a service port and the port its endpoints listen on.
 struct PortMapping {
   uint16_t service_port = 0;

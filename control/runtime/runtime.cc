@@ -122,12 +122,6 @@ int worker_main(void* arg) { return static_cast<dp::Worker*>(arg)->run(); }
 
 }  // namespace
 
-ConfigErrors check_supported(const Config& cfg) {
-  // Every mode of the config is available in this build.
-  (void)cfg;
-  return ConfigErrors{};
-}
-
 dp::ProxyParams proxy_params(const Config& cfg) {
   dp::ProxyParams pp;
   dp::tcp::TcpConfig& t = pp.tcp;

@@ -48,10 +48,6 @@ class ByteQueue {
   }
   // Bytes held by the allocation (for memory budgets).
   size_t capacity() const { return buf_.capacity(); }
-  void release_memory() {
-    clear();
-    buf_.shrink_to_fit();
-  }
 
  private:
   void compact() {
