@@ -152,6 +152,35 @@ void write_core_metrics(const MetricsInput& in, PromWriter& w) {
   w.family("meshgate_draining", G, "1 while the gateway drains (new flows refused).");
   w.sample(in.draining ? 1 : 0);
 
+  // Each port's own counters (rte_eth_stats_get): frames the NIC lost before a worker polled
+  // them (imissed, rx_nombuf) appear nowhere else.
+  struct PerPort {
+    const char* name;
+    const char* help;
+    uint64_t PortCounters::*field;
+  };
+  static constexpr PerPort kPerPort[] = {
+      {"meshgate_port_ipackets_total", "Packets the port received (its own count).",
+       &PortCounters::ipackets},
+      {"meshgate_port_opackets_total", "Packets the port transmitted.", &PortCounters::opackets},
+      {"meshgate_port_ibytes_total", "Bytes the port received.", &PortCounters::ibytes},
+      {"meshgate_port_obytes_total", "Bytes the port transmitted.", &PortCounters::obytes},
+      {"meshgate_port_imissed_total",
+       "Packets the port dropped because its RX queue was full (never seen by a worker).",
+       &PortCounters::imissed},
+      {"meshgate_port_ierrors_total", "Erroneous packets the port received.",
+       &PortCounters::ierrors},
+      {"meshgate_port_oerrors_total", "Packets the port failed to transmit.",
+       &PortCounters::oerrors},
+      {"meshgate_port_rx_nombuf_total",
+       "Packets the port dropped for want of an mbuf (never seen by a worker).",
+       &PortCounters::rx_nombuf},
+  };
+  for (const PerPort& m : kPerPort) {
+    w.family(m.name, C, m.help);
+    for (const PortCounters& p : in.ports) w.sample({{"port", p.name}}, p.*m.field);
+  }
+
   // Per worker: a stuck or saturated core shows here before it shows in the sums.
   struct PerWorker {
     const char* name;

@@ -151,6 +151,35 @@ TEST(CoreMetrics, CountersAreSummedOverWorkers) {
             "1");
 }
 
+TEST(CoreMetrics, EachPortsOwnCountersAreAFamilyPerCounterWithAPortLabel) {
+  TwoWorkers t;
+  PortCounters up;
+  up.name = "uplink";
+  up.ipackets = 41302;  // 42 reached the workers: the port lost the rest before them
+  up.opackets = 8;
+  up.ibytes = 2478120;
+  up.obytes = 480;
+  up.imissed = 41260;
+  up.ierrors = 1;
+  up.oerrors = 2;
+  up.rx_nombuf = 3;
+  PortCounters down;
+  down.name = "down\"link";
+  t.in.ports = {up, down};
+  const auto s = samples(t.text());
+  EXPECT_EQ(s.at("meshgate_port_ipackets_total{port=\"uplink\"}"), "41302");
+  EXPECT_EQ(s.at("meshgate_port_opackets_total{port=\"uplink\"}"), "8");
+  EXPECT_EQ(s.at("meshgate_port_ibytes_total{port=\"uplink\"}"), "2478120");
+  EXPECT_EQ(s.at("meshgate_port_obytes_total{port=\"uplink\"}"), "480");
+  EXPECT_EQ(s.at("meshgate_port_imissed_total{port=\"uplink\"}"), "41260");
+  EXPECT_EQ(s.at("meshgate_port_ierrors_total{port=\"uplink\"}"), "1");
+  EXPECT_EQ(s.at("meshgate_port_oerrors_total{port=\"uplink\"}"), "2");
+  EXPECT_EQ(s.at("meshgate_port_rx_nombuf_total{port=\"uplink\"}"), "3");
+  EXPECT_EQ(s.at("meshgate_port_imissed_total{port=\"down\\\"link\"}"), "0");
+  // The workers' own figure stays what they received.
+  EXPECT_EQ(s.at("meshgate_packets_total{direction=\"in\"}"), "42");
+}
+
 TEST(CoreMetrics, EveryDropReasonHasASampleEvenWhenZero) {
   TwoWorkers t;
   const auto s = samples(t.text());
