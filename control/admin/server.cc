@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <charconv>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -27,7 +28,8 @@ constexpr std::chrono::milliseconds kWriteTimeout{2000};
 thread_local bool t_over_capacity = false;
 
 // httplib's socket stream bounds each read, so a client sending a byte now and then would hold
-// a thread for ever: this one bounds the whole request by a deadline fixed at accept.
+// a thread for ever: this one bounds the whole request by a deadline fixed when a thread takes
+// the connection (at once: threads are started as connections need them).
 class DeadlineStream : public httplib::Stream {
  public:
   DeadlineStream(socket_t sock, Clock::time_point read_deadline)
