@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(
   # toolchain
   build-essential g++ cmake ninja-build pkg-config clang llvm
+  # libFuzzer and the sanitizer runtimes (only a Recommends of clang, which apt skips here)
+  libclang-rt-dev
   # dataplane
   dpdk dpdk-dev libdpdk-dev libpcap-dev libhyperscan-dev
   # control plane and protocols

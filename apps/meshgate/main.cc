@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
     std::fputs(cfg.error().str().c_str(), stderr);
     return kExitUsage;
   }
-  ConfigErrors errs = check_supported(*cfg);
+  ConfigErrors errs;
   check_referenced_files(*cfg, &errs);
   check_devices(*cfg, !opt.pcap_in.empty(), &errs);
   if (!errs.errors.empty()) {

@@ -87,8 +87,9 @@ Result<std::unique_ptr<Admin>> Admin::start(const Config& cfg, const StatRegistr
   return a;
 }
 
-void Admin::start_serving(std::vector<dp::Worker*> workers) {
+void Admin::start_serving(std::vector<dp::Worker*> workers, std::vector<dp::PortRuntime> ports) {
   workers_ = std::move(workers);
+  ports_ = std::move(ports);
   views_.assign(workers_.begin(), workers_.end());
   const auto now = Clock::now();
   for (uint32_t w = 0; w < workers_.size(); ++w) {
@@ -141,7 +142,8 @@ AdminReply Admin::answer(QueryKind kind) {
       return text_reply(st.healthy ? 200 : 503, st.text);
     }
     case QueryKind::kStats:
-      return json_reply(stats_json(views_, registry_, publisher_.current()));
+      return json_reply(
+          stats_json(views_, registry_, publisher_.current(), read_port_counters(ports_)));
     case QueryKind::kMetrics: {
       AdminReply r;
       r.content_type = kPrometheusContentType;
@@ -176,6 +178,7 @@ std::string Admin::metrics_text() {
       }
     }
   }
+  in.ports = read_port_counters(ports_);
   in.ready = bridge_.readiness().ready;
   in.draining = bridge_.draining();
   PromWriter w;

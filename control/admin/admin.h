@@ -61,8 +61,9 @@ class Admin {
   void set_services(std::vector<ServiceSpec> specs) { services_ = std::move(specs); }
   // Other control modules' metric families (the mesh provider's meshgate_xds_*).
   void add_metrics_source(MetricsSource fn) { metrics_sources_.push_back(std::move(fn)); }
-  // The launched workers, index = worker number; the control loop answers queries from now on.
-  void start_serving(std::vector<dp::Worker*> workers);
+  // The launched workers, index = worker number, and the started ports (their counters are
+  // read on the control thread per query); the control loop answers queries from now on.
+  void start_serving(std::vector<dp::Worker*> workers, std::vector<dp::PortRuntime> ports);
 
   // One control-loop tick: worker health, queued queries, flow dumps in progress.
   void tick(Clock::time_point now);
@@ -103,6 +104,7 @@ class Admin {
   std::unique_ptr<AdminServer> server_;
   std::vector<dp::Worker*> workers_;
   std::vector<const dp::Worker*> views_;
+  std::vector<dp::PortRuntime> ports_;
   std::vector<ServiceSpec> services_;
   std::vector<MetricsSource> metrics_sources_;
   WorkerHealth health_;

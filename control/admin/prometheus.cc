@@ -1,7 +1,6 @@
 #include "control/admin/prometheus.h"
 
 #include <cinttypes>
-#include <cmath>
 #include <cstdio>
 
 #include "control/stats/stats.h"
@@ -99,19 +98,6 @@ void PromWriter::sample(std::initializer_list<PromLabel> l, uint64_t value) {
   out_ += buf;
 }
 
-void PromWriter::sample_double(std::initializer_list<PromLabel> l, double value) {
-  labels(l);
-  char buf[64];
-  if (std::isnan(value)) {
-    std::snprintf(buf, sizeof buf, " NaN\n");
-  } else if (std::isinf(value)) {
-    std::snprintf(buf, sizeof buf, value > 0 ? " +Inf\n" : " -Inf\n");
-  } else {
-    std::snprintf(buf, sizeof buf, " %.17g\n", value);
-  }
-  out_ += buf;
-}
-
 void write_core_metrics(const MetricsInput& in, PromWriter& w) {
   using dp::counter_read;
   const StatsTotals t = sum_counters(in.workers);
@@ -165,6 +151,35 @@ void write_core_metrics(const MetricsInput& in, PromWriter& w) {
   w.sample(in.ready ? 1 : 0);
   w.family("meshgate_draining", G, "1 while the gateway drains (new flows refused).");
   w.sample(in.draining ? 1 : 0);
+
+  // Each port's own counters (rte_eth_stats_get): frames the NIC lost before a worker polled
+  // them (imissed, rx_nombuf) appear nowhere else.
+  struct PerPort {
+    const char* name;
+    const char* help;
+    uint64_t PortCounters::*field;
+  };
+  static constexpr PerPort kPerPort[] = {
+      {"meshgate_port_ipackets_total", "Packets the port received (its own count).",
+       &PortCounters::ipackets},
+      {"meshgate_port_opackets_total", "Packets the port transmitted.", &PortCounters::opackets},
+      {"meshgate_port_ibytes_total", "Bytes the port received.", &PortCounters::ibytes},
+      {"meshgate_port_obytes_total", "Bytes the port transmitted.", &PortCounters::obytes},
+      {"meshgate_port_imissed_total",
+       "Packets the port dropped because its RX queue was full (never seen by a worker).",
+       &PortCounters::imissed},
+      {"meshgate_port_ierrors_total", "Erroneous packets the port received.",
+       &PortCounters::ierrors},
+      {"meshgate_port_oerrors_total", "Packets the port failed to transmit.",
+       &PortCounters::oerrors},
+      {"meshgate_port_rx_nombuf_total",
+       "Packets the port dropped for want of an mbuf (never seen by a worker).",
+       &PortCounters::rx_nombuf},
+  };
+  for (const PerPort& m : kPerPort) {
+    w.family(m.name, C, m.help);
+    for (const PortCounters& p : in.ports) w.sample({{"port", p.name}}, p.*m.field);
+  }
 
   // Per worker: a stuck or saturated core shows here before it shows in the sums.
   struct PerWorker {

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "control/stats/stats.h"
 #include "dataplane/worker/counters.h"
 
 namespace meshgate::ctl {
@@ -45,7 +46,6 @@ class PromWriter {
   // One sample of the family declared last. Integers are written exactly.
   void sample(std::initializer_list<PromLabel> labels, uint64_t value);
   void sample(uint64_t value) { sample({}, value); }
-  void sample_double(std::initializer_list<PromLabel> labels, double value);
 
   const std::string& text() const { return out_; }
 
@@ -74,6 +74,7 @@ struct MetricsInput {
   // One entry per worker, index = worker number. Read with dp::counter_read.
   std::vector<const dp::WorkerCounters*> workers;
   std::vector<BackendSample> backends;
+  std::vector<PortCounters> ports;  // read_port_counters(), on the control thread
   uint64_t snapshot_version = 0;
   bool ready = false;
   bool draining = false;
@@ -91,6 +92,7 @@ struct MetricsInput {
 //   meshgate_snapshot_version  meshgate_ready  meshgate_draining
 //   meshgate_worker_loops_total{worker}  meshgate_worker_busy_loops_total{worker}
 //   meshgate_worker_busy_cycles_total{worker}  meshgate_worker_snapshot_version{worker}
+//   meshgate_port_{ipackets,opackets,ibytes,obytes,imissed,ierrors,oerrors,rx_nombuf}_total{port}
 void write_core_metrics(const MetricsInput& in, PromWriter& w);
 
 }  // namespace meshgate::ctl

@@ -1,18 +1,171 @@
 #include "control/admin/server.h"
 
 #include <httplib.h>
+#include <netdb.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
+#include <condition_variable>
+#include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <vector>
 
 namespace meshgate::ctl {
 namespace {
 
-// httplib's pool size. Admin traffic is a probe, a scrape and an operator: four threads keep
-// one slow /flows from blocking /healthz without spreading threads over the machine.
-constexpr size_t kAdminThreads = 4;
+using Clock = std::chrono::steady_clock;
+
+// Each write of the answer must make progress within this time (a client that stops reading).
+constexpr std::chrono::milliseconds kWriteTimeout{2000};
+
+// Set on the accept thread while it closes a connection beyond kAdminMaxConnections.
+thread_local bool t_over_capacity = false;
+
+// httplib's socket stream bounds each read, so a client sending a byte now and then would hold
+// a thread for ever: this one bounds the whole request by a deadline fixed when a thread takes
+// the connection (at once: threads are started as connections need them).
+class DeadlineStream : public httplib::Stream {
+ public:
+  DeadlineStream(socket_t sock, Clock::time_point read_deadline)
+      : sock_(sock), read_deadline_(read_deadline) {}
+  bool is_readable() const override { return wait(POLLIN, read_deadline_); }
+  bool is_writable() const override { return wait(POLLOUT, Clock::now() + kWriteTimeout); }
+  ssize_t read(char* p, size_t n) override {
+    if (!is_readable()) return -1;
+    ssize_t r;
+    do r = ::recv(sock_, p, n, 0);
+    while (r < 0 && errno == EINTR);
+    return r;
+  }
+  ssize_t write(const char* p, size_t n) override {
+    if (!is_writable()) return -1;
+    ssize_t r;
+    do r = ::send(sock_, p, n, MSG_NOSIGNAL);
+    while (r < 0 && errno == EINTR);
+    return r;
+  }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    address(::getpeername, ip, port);
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    address(::getsockname, ip, port);
+  }
+  socket_t socket() const override { return sock_; }
+
+ private:
+  bool wait(short events, Clock::time_point deadline) const {
+    for (;;) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0) return false;
+      pollfd p{sock_, events, 0};
+      const int r = ::poll(&p, 1, int(left));
+      if (r < 0 && errno == EINTR) continue;
+      return r > 0;
+    }
+  }
+  template <typename Fn>
+  void address(Fn fn, std::string& ip, int& port) const {
+    sockaddr_storage a{};
+    socklen_t len = sizeof a;
+    char host[NI_MAXHOST], serv[NI_MAXSERV];
+    if (fn(sock_, reinterpret_cast<sockaddr*>(&a), &len) != 0 ||
+        getnameinfo(reinterpret_cast<sockaddr*>(&a), len, host, sizeof host, serv, sizeof serv,
+                    NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+      return;
+    }
+    ip = host;
+    port = std::atoi(serv);
+  }
+
+  socket_t sock_;
+  Clock::time_point read_deadline_;
+};
+
+// httplib's connection handling with the request deadline: one request per connection, read
+// through a DeadlineStream. Overrides the (private virtual) per-connection entry point that
+// httplib's accept loop calls on a pool thread.
+class HttpServer : public httplib::Server {
+ public:
+  // httplib 0.11 listens with a backlog of 5: a burst of connections (a scrape racing a few
+  // slow clients) would see SYNs dropped and retried a second later. Linux takes a second
+  // listen() on a listening socket as a new backlog.
+  bool widen_backlog() { return ::listen(svr_sock_, int(kAdminMaxConnections)) == 0; }
+
+ private:
+  bool process_and_close_socket(socket_t sock) override {
+    if (!t_over_capacity) {
+      DeadlineStream strm(sock, Clock::now() + kAdminRequestTimeout);
+      bool closed = false;
+      process_request(strm, /*close_connection=*/true, closed, nullptr);
+    }
+    ::shutdown(sock, SHUT_RDWR);
+    ::close(sock);
+    return true;
+  }
+};
+
+// httplib's task queue: a thread per connection being served, started when every existing one
+// is busy, up to kAdminMaxConnections; a connection beyond that is closed on the accept thread
+// at once (a few system calls). Threads stay until shutdown, for the next burst.
+class ConnectionPool : public httplib::TaskQueue {
+ public:
+  ~ConnectionPool() override { shutdown(); }
+  void enqueue(std::function<void()> fn) override {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (busy_ + jobs_.size() < kAdminMaxConnections) {
+        jobs_.push_back(std::move(fn));
+        if (jobs_.size() > idle_) threads_.emplace_back([this] { work(); });
+        cv_.notify_one();
+        return;
+      }
+    }
+    t_over_capacity = true;
+    fn();
+    t_over_capacity = false;
+  }
+  void shutdown() override {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+
+ private:
+  void work() {
+    std::unique_lock<std::mutex> lk(mu_);
+    for (;;) {
+      ++idle_;
+      cv_.wait(lk, [this] { return stop_ || !jobs_.empty(); });
+      --idle_;
+      if (jobs_.empty()) return;  // stopping, nothing left
+      std::function<void()> fn = std::move(jobs_.front());
+      jobs_.pop_front();
+      ++busy_;
+      lk.unlock();
+      fn();
+      lk.lock();
+      --busy_;
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  std::vector<std::thread> threads_;  // touched only by the accept thread
+  size_t idle_ = 0, busy_ = 0;
+  bool stop_ = false;
+};
 // How long a handler waits for the control loop: it ticks every millisecond, and /flows waits
 // at most kFlowDumpWait (1 s) for the workers.
 constexpr std::chrono::milliseconds kAnswerTimeout{3000};
@@ -61,7 +214,7 @@ constexpr const char* kIndex =
 }  // namespace
 
 AdminServer::AdminServer(AdminBridge& bridge)
-    : bridge_(bridge), svr_(std::make_unique<httplib::Server>()) {}
+    : bridge_(bridge), svr_(std::make_unique<HttpServer>()) {}
 
 AdminServer::~AdminServer() { stop(); }
 
@@ -70,7 +223,7 @@ Result<std::unique_ptr<AdminServer>> AdminServer::start(const std::string& liste
   HostPort hp;
   if (!split_listen(listen, &hp)) return Error{"not a \"host:port\" address: \"" + listen + "\""};
   std::unique_ptr<AdminServer> s(new AdminServer(bridge));
-  s->svr_->new_task_queue = [] { return new httplib::ThreadPool(kAdminThreads); };
+  s->svr_->new_task_queue = [] { return new ConnectionPool; };
   // httplib's default sets SO_REUSEPORT, which would let a second gateway bind the same address
   // and receive half of this one's requests (a POST /drain for the wrong process). SO_REUSEADDR
   // alone still allows a quick restart over TIME_WAIT connections.
@@ -78,8 +231,6 @@ Result<std::unique_ptr<AdminServer>> AdminServer::start(const std::string& liste
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
-  // One request per connection: an idle keep-alive connection would hold a pool thread.
-  s->svr_->set_keep_alive_max_count(1);
   s->routes();
   errno = 0;
   if (hp.port == 0) {
@@ -92,6 +243,9 @@ Result<std::unique_ptr<AdminServer>> AdminServer::start(const std::string& liste
                    (errno ? std::strerror(errno) : "address not available")};
     }
     s->port_ = uint16_t(hp.port);
+  }
+  if (!static_cast<HttpServer*>(s->svr_.get())->widen_backlog()) {
+    return Error{"cannot listen on " + listen + ": " + std::strerror(errno)};
   }
   httplib::Server* svr = s->svr_.get();
   std::atomic<bool>* exited = &s->exited_;

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -20,6 +22,14 @@ class Server;
 }
 
 namespace meshgate::ctl {
+
+// A connection must deliver its whole request (line, headers, body) within this time, however
+// it spaces its bytes; then it is closed. Admin clients send a request in one segment.
+inline constexpr std::chrono::milliseconds kAdminRequestTimeout{2000};
+// Connections served at once, each on its own thread (threads are started as connections
+// need them). One more is closed as soon as it is accepted: a few idle or slow sockets cannot
+// take the threads a /ready probe needs, and many cannot grow the process without bound.
+inline constexpr size_t kAdminMaxConnections = 128;
 
 // Largest GET /flows?limit=N.
 inline constexpr uint32_t kMaxFlowsLimit = 100000;

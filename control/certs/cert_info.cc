@@ -79,13 +79,6 @@ Result<std::vector<CertInfo>> certs_from_bio(BIO* bio, const std::string& label,
 
 }  // namespace
 
-Result<std::vector<CertInfo>> read_pem_certs(const std::string& path, const std::string& first_role,
-                                            const std::string& rest_role) {
-  auto pem = read_regular_file(path, kMaxPemFileBytes);
-  if (!pem) return Error{"cannot read " + pem.error().str(path)};
-  return pem_certs_info(*pem, path, first_role, rest_role);
-}
-
 Result<std::vector<CertInfo>> pem_certs_info(const std::string& pem, const std::string& file,
                                              const std::string& first_role,
                                              const std::string& rest_role) {

@@ -12,13 +12,9 @@ namespace meshgate::ctl {
 
 using CertInfo = dp::CertMeta;
 
-// Every certificate of a PEM file, in file order. An unreadable file, a file with no
-// certificate or a certificate OpenSSL cannot parse is an error naming the file.
-// `first_role` is the role of the first certificate, `rest_role` of the others.
-Result<std::vector<CertInfo>> read_pem_certs(const std::string& path, const std::string& first_role,
-                                            const std::string& rest_role);
-
-// The same for a PEM text; `file` names it in errors and CertInfo::file.
+// Every certificate of a PEM text, in order. A text with no certificate or a certificate
+// OpenSSL cannot parse is an error naming `file` (also CertInfo::file). `first_role` is the
+// role of the first certificate, `rest_role` of the others.
 Result<std::vector<CertInfo>> pem_certs_info(const std::string& pem, const std::string& file,
                                              const std::string& first_role,
                                              const std::string& rest_role);

@@ -22,7 +22,6 @@ class FileProvider : public MeshProvider {
  public:
   explicit FileProvider(std::string path) : path_(std::move(path)) {}
   ~FileProvider() override { stop(); }
-  const char* kind() const override { return "file"; }
   // Loads the file once (an invalid file is an error: nothing starts), then watches it.
   Result<bool> start() override;
   void stop() override;

@@ -118,9 +118,6 @@ class Parser {
   void fail(const toml::node& n, const std::string& key, std::string msg) {
     errors_.push_back({pos(n), key, std::move(msg)});
   }
-  void fail_at(const SourcePos& p, const std::string& key, std::string msg) {
-    errors_.push_back({p, key, std::move(msg)});
-  }
 
   void check_keys(const toml::table& t, const std::string& path, Keys valid) {
     for (auto&& [k, v] : t) {

@@ -28,11 +28,6 @@ enum class LbScope : uint8_t { kRegion = 1, kZone = 2, kSubzone = 3, kNode = 4, 
 enum class LbMode : uint8_t { kUnspecified = 0, kStrict = 1, kFailover = 2, kPassthrough = 3 };
 enum class HealthPolicy : uint8_t { kOnlyHealthy = 0, kAllowAll = 1 };
 
-const char* tunnel_name(Tunnel t);        // "none" | "hbone" | "legacy_istio_mtls"
-const char* lb_scope_name(LbScope s);     // "region" | ... | "network"
-const char* lb_mode_name(LbMode m);       // "unspecified" | "strict" | "failover" | "passthrough"
-const char* health_policy_name(HealthPolicy h);  // "only_healthy" | "allow_all"
-
 // istio.workload.Port: a service port and the port its endpoints listen on.
 struct PortMapping {
   uint16_t service_port = 0;
@@ -63,7 +58,6 @@ struct Service {
   std::vector<PortMapping> ports;
   std::vector<std::string> subject_alt_names;
   LoadBalancing load_balancing;
-  bool has_waypoint = false;            // kept for dumps; meshgate does not send to waypoints
   std::string key() const { return ns + "/" + hostname; }  // the xDS resource name
   friend bool operator==(const Service&, const Service&) = default;
 };
@@ -89,8 +83,6 @@ struct Workload {
   std::vector<std::string> authorization_policies;
   bool healthy = true;
   uint32_t capacity = kDefaultCapacity;  // LB weight
-  bool has_waypoint = false;
-  bool has_network_gateway = false;
 
   // "spiffe://<trust domain>/ns/<namespace>/sa/<service account>", defaults applied.
   std::string identity() const;

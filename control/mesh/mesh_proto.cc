@@ -105,8 +105,6 @@ Result<Workload> workload_from_proto(const istio::workload::Workload& p) {
   for (const auto& a : p.authorization_policies()) w.authorization_policies.push_back(a);
   w.healthy = p.status() != istio::workload::UNHEALTHY;
   w.capacity = p.has_capacity() ? p.capacity().value() : kDefaultCapacity;
-  w.has_waypoint = p.has_waypoint();
-  w.has_network_gateway = p.has_network_gateway();
   return w;
 }
 
@@ -150,7 +148,6 @@ Result<Service> service_from_proto(const istio::workload::Service& p) {
   s.load_balancing.health_policy =
       lb.health_policy() == istio::workload::LoadBalancing::ALLOW_ALL ? HealthPolicy::kAllowAll
                                                                       : HealthPolicy::kOnlyHealthy;
-  s.has_waypoint = p.has_waypoint();
   return s;
 }
 

@@ -24,7 +24,6 @@ struct MeshUpdate {
 class MeshProvider {
  public:
   virtual ~MeshProvider() = default;
-  virtual const char* kind() const = 0;  // "file" | "xds"
   // Control thread: starts the provider's thread. An error means nothing was started.
   virtual Result<bool> start() = 0;
   // Control thread: stops and joins the provider's threads; idempotent.

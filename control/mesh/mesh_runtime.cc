@@ -65,12 +65,4 @@ void MeshRuntime::published(const Pending& p) {
 
 const XdsCounters* MeshRuntime::xds_counters() const { return xds_ ? &xds_->counters() : nullptr; }
 
-nlohmann::json MeshRuntime::status_json() const {
-  nlohmann::json j = {{"source", provider_->kind()},
-                      {"synced", synced()},
-                      {"generation", generation_.load(std::memory_order_relaxed)}};
-  if (xds_) j["xds"] = XdsCountersView::of(xds_->counters()).to_json();
-  return j;
-}
-
 }  // namespace meshgate::ctl::mesh

@@ -8,7 +8,6 @@
 #include <optional>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 
 #include "control/config/config.h"
 #include "control/mesh/mesh_mapping.h"
@@ -46,8 +45,6 @@ class MeshRuntime {
   bool synced() const { return synced_.load(std::memory_order_acquire); }
   // Any thread: the xDS counters (meshgate_xds_* metrics); nullptr for the file provider.
   const XdsCounters* xds_counters() const;
-  // Any thread: {"source", "synced", "generation", "xds": {...counters}} for dumps.
-  nlohmann::json status_json() const;
 
  private:
   explicit MeshRuntime(const Config& cfg);

@@ -245,25 +245,6 @@ XdsCountersView XdsCountersView::of(const XdsCounters& c) {
   return v;
 }
 
-nlohmann::json XdsCountersView::to_json() const {
-  return {{"connects", connects},
-          {"connect_failures", connect_failures},
-          {"disconnects", disconnects},
-          {"responses", {{"address", responses_address},
-                         {"authorization", responses_authorization}}},
-          {"acks", acks},
-          {"nacks", nacks},
-          {"resources_rejected", resources_rejected},
-          {"resources_applied", resources_applied},
-          {"resources_removed", resources_removed},
-          {"resources", {{"workload", workloads}, {"service", services},
-                         {"authorization", authorizations}}},
-          {"last_sync_unix_ms", last_sync_unix_ms},
-          {"backoff_ms", backoff_ms},
-          {"connected", connected},
-          {"synced", synced}};
-}
-
 XdsProvider::XdsProvider(XdsOptions opt) : opt_(std::move(opt)), state_(std::make_unique<State>()) {}
 
 XdsProvider::~XdsProvider() { stop(); }

@@ -14,7 +14,6 @@
 #include <string>
 #include <thread>
 
-#include <nlohmann/json.hpp>
 
 #include "control/config/config.h"
 #include "control/mesh/mesh_provider.h"
@@ -78,7 +77,7 @@ struct XdsCounters {
   std::atomic<bool> synced{false};
 };
 
-// A plain copy of the counters, for /metrics and JSON dumps.
+// A plain copy of the counters, for /metrics.
 struct XdsCountersView {
   uint64_t connects = 0, connect_failures = 0, disconnects = 0;
   uint64_t responses_address = 0, responses_authorization = 0;
@@ -89,14 +88,12 @@ struct XdsCountersView {
   uint64_t backoff_ms = 0;
   bool connected = false, synced = false;
   static XdsCountersView of(const XdsCounters& c);
-  nlohmann::json to_json() const;
 };
 
 class XdsProvider : public MeshProvider {
  public:
   explicit XdsProvider(XdsOptions opt);
   ~XdsProvider() override;
-  const char* kind() const override { return "xds"; }
   Result<bool> start() override;
   void stop() override;
   const XdsCounters& counters() const { return counters_; }

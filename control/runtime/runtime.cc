@@ -135,12 +135,6 @@ int worker_main(void* arg) { return static_cast<dp::Worker*>(arg)->run(); }
 
 }  // namespace
 
-ConfigErrors check_supported(const Config& cfg) {
-  // Every mode of the config is available in this build.
-  (void)cfg;
-  return ConfigErrors{};
-}
-
 dp::ProxyParams proxy_params(const Config& cfg) {
   dp::ProxyParams pp;
   dp::tcp::TcpConfig& t = pp.tcp;
@@ -670,7 +664,7 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
     if (admin) {
       std::vector<dp::Worker*> running;
       for (auto& s : slots) running.push_back(s.worker);
-      admin->start_serving(std::move(running));
+      admin->start_serving(std::move(running), ports);
       admin->bridge().mark_snapshot_live();
     }
 
@@ -777,11 +771,12 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
     if (admin) admin->stop();
     if (progress) std::fprintf(stderr, "\n");
 
-    std::fputs(summary_text(views, registry, publisher.current()).c_str(), stdout);
+    const std::vector<PortCounters> port_counters = read_port_counters(ports);
+    std::fputs(summary_text(views, registry, publisher.current(), port_counters).c_str(), stdout);
     std::fflush(stdout);
     if (!opt.stats_json.empty()) {
       std::ofstream f(opt.stats_json);
-      nlohmann::json j = stats_json(views, registry, publisher.current());
+      nlohmann::json j = stats_json(views, registry, publisher.current(), port_counters);
       for (const auto& st : steering) {
         j["flow_steering"][st.port] = st.rte_flow ? "rte_flow" : "software";
       }

@@ -26,9 +26,6 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitRuntime = 1;
 inline constexpr int kExitUsage = 2;
 
-// Checks what this build can run (modes, mesh sources); errors use the config's positions.
-ConfigErrors check_supported(const Config& cfg);
-
 // Each worker's proxy settings from [proxy] and the ports (the MSS follows the smallest MTU),
 // with a fresh random secret for ISNs and SYN cookies.
 dp::ProxyParams proxy_params(const Config& cfg);

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <rte_cycles.h>
+#include <rte_ethdev.h>
 
 #include <cinttypes>
 #include <cstdio>
@@ -127,8 +128,31 @@ StatsTotals sum_counters(const std::vector<const dp::WorkerCounters*>& counters)
   return t;
 }
 
+std::vector<PortCounters> read_port_counters(const std::vector<dp::PortRuntime>& ports) {
+  std::vector<PortCounters> out;
+  out.reserve(ports.size());
+  for (const dp::PortRuntime& p : ports) {
+    PortCounters c;
+    c.name = p.name;
+    rte_eth_stats st{};
+    if (rte_eth_stats_get(p.port_id, &st) == 0) {
+      c.ipackets = st.ipackets;
+      c.opackets = st.opackets;
+      c.ibytes = st.ibytes;
+      c.obytes = st.obytes;
+      c.imissed = st.imissed;
+      c.ierrors = st.ierrors;
+      c.oerrors = st.oerrors;
+      c.rx_nombuf = st.rx_nombuf;
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 nlohmann::json stats_json(const std::vector<const dp::Worker*>& workers,
-                          const StatRegistry& registry, const dp::Snapshot* snap) {
+                          const StatRegistry& registry, const dp::Snapshot* snap,
+                          const std::vector<PortCounters>& ports) {
   const StatsTotals t = sum_counters(workers);
   nlohmann::json j;
   j["packets_in"] = t.packets_in;
@@ -163,6 +187,19 @@ nlohmann::json stats_json(const std::vector<const dp::Worker*>& workers,
   j["neighbors_learned"] = t.neighbors_learned;
   j["snapshot_version"] = snap ? snap->version : 0;
   j["tsc_hz"] = rte_get_tsc_hz();  // busy_cycles per second
+  nlohmann::json pa = nlohmann::json::array();
+  for (const PortCounters& p : ports) {
+    pa.push_back({{"name", p.name},
+                  {"ipackets", p.ipackets},
+                  {"opackets", p.opackets},
+                  {"ibytes", p.ibytes},
+                  {"obytes", p.obytes},
+                  {"imissed", p.imissed},
+                  {"ierrors", p.ierrors},
+                  {"oerrors", p.oerrors},
+                  {"rx_nombuf", p.rx_nombuf}});
+  }
+  j["ports"] = pa;
   if (const ProxyTotals pt = proxy_totals(workers); pt.any) {
     nlohmann::json pj = nlohmann::json::object();
     for (uint32_t i = 0; i < dp::kProxyCounterCount; ++i) {
@@ -241,7 +278,8 @@ nlohmann::json stats_json(const std::vector<const dp::Worker*>& workers,
 }
 
 std::string summary_text(const std::vector<const dp::Worker*>& workers,
-                         const StatRegistry& registry, const dp::Snapshot* snap) {
+                         const StatRegistry& registry, const dp::Snapshot* snap,
+                         const std::vector<PortCounters>& ports) {
   const StatsTotals t = sum_counters(workers);
   std::string s;
   char line[256];
@@ -257,6 +295,12 @@ std::string summary_text(const std::vector<const dp::Worker*>& workers,
   add("  consumed          %12" PRIu64 "  (ARP replies / neighbor advertisements learned)\n", t.consumed);
   add("  answered          ARP %" PRIu64 ", NDP %" PRIu64 ", echo %" PRIu64 "\n", t.arp_replies,
       t.nd_adverts, t.echo_replies);
+  // The port's own view: frames it lost before meshgate saw them are not in the drops below.
+  for (const PortCounters& p : ports) {
+    add("  port %-12s in %" PRIu64 ", out %" PRIu64 ", missed %" PRIu64 ", rx errors %" PRIu64
+        ", tx errors %" PRIu64 ", no mbuf %" PRIu64 "\n",
+        p.name.c_str(), p.ipackets, p.opackets, p.imissed, p.ierrors, p.oerrors, p.rx_nombuf);
+  }
   add("  drops             %12" PRIu64 "\n", t.drops_total);
   for (uint32_t r = 1; r < dp::kNumDrops; ++r) {
     if (t.drops[r]) add("    %-26s %10" PRIu64 "\n", dp::kDropNames[r], t.drops[r]);

@@ -10,6 +10,7 @@
 #include "dataplane/snapshot/snapshot.h"
 #include "dataplane/hbone/gateway.h"
 #include "dataplane/proxy/proxy.h"
+#include "dataplane/worker/port.h"
 #include "dataplane/worker/worker.h"
 
 namespace meshgate::ctl {
@@ -53,15 +54,28 @@ struct HboneTotals {
 };
 HboneTotals hbone_totals(const std::vector<const dp::Worker*>& workers);
 
+// One port's own counters (rte_eth_stats_get): what the NIC or PMD saw, frames lost before
+// meshgate included (imissed: the RX ring was full; rx_nombuf: the mbuf pool was empty).
+struct PortCounters {
+  std::string name;  // [[port]] name
+  uint64_t ipackets = 0, opackets = 0, ibytes = 0, obytes = 0;
+  uint64_t imissed = 0, ierrors = 0, oerrors = 0, rx_nombuf = 0;
+};
+// Control thread only (rte_eth_stats_get is not for workers): every port's counters, in
+// `ports` order. A port whose driver cannot tell gives zeros.
+std::vector<PortCounters> read_port_counters(const std::vector<dp::PortRuntime>& ports);
+
 // One backend's counters (stat id from the snapshot) summed over workers.
 dp::BackendCounters backend_totals(const std::vector<const dp::Worker*>& workers, uint32_t stat_id);
 
-// The JSON of INTERFACE.md (--stats-json and GET /stats).
+// The JSON of INTERFACE.md (--stats-json and GET /stats), with a "ports" array of `ports`.
 nlohmann::json stats_json(const std::vector<const dp::Worker*>& workers,
-                          const StatRegistry& registry, const dp::Snapshot* snap);
+                          const StatRegistry& registry, const dp::Snapshot* snap,
+                          const std::vector<PortCounters>& ports);
 
-// Human-readable end-of-run summary.
+// Human-readable end-of-run summary, with a line per port.
 std::string summary_text(const std::vector<const dp::Worker*>& workers,
-                         const StatRegistry& registry, const dp::Snapshot* snap);
+                         const StatRegistry& registry, const dp::Snapshot* snap,
+                         const std::vector<PortCounters>& ports);
 
 }  // namespace meshgate::ctl

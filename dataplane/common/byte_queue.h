@@ -28,6 +28,9 @@ class ByteQueue {
   // Copies up to `cap` bytes out and consumes them; returns how many.
   size_t read(void* out, size_t cap) {
     const size_t n = cap < size() ? cap : size();
+    // An empty queue may have no allocation: memcpy from a null pointer is undefined even for
+    // zero bytes (the HBONE engine reads empty stream queues when nghttp2 polls for DATA).
+    if (n == 0) return 0;
     std::memcpy(out, data(), n);
     consume(n);
     return n;
@@ -49,10 +52,6 @@ class ByteQueue {
   }
   // Bytes held by the allocation (for memory budgets).
   size_t capacity() const { return buf_.capacity(); }
-  void release_memory() {
-    clear();
-    buf_.shrink_to_fit();
-  }
 
  private:
   static constexpr size_t kKeepBytes = 256 * 1024;

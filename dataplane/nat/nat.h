@@ -13,17 +13,6 @@
 
 namespace meshgate::dp {
 
-// Offset of the transport checksum, or 0 when the packet has none we update.
-MG_ALWAYS_INLINE uint32_t l4_csum_offset(uint8_t proto) {
-  switch (proto) {
-    case kProtoTcp: return 16;
-    case kProtoUdp: return 6;
-    case kProtoIcmp:
-    case kProtoIcmp6: return 2;
-    default: return 0;
-  }
-}
-
 // Rewrites the source (kDst = false) or destination (kDst = true) address and port of a parsed
 // TCP/UDP packet, or of an ICMP/ICMPv6 echo whose identifier plays the port (both directions
 // name the same identifier), in place. Updates the IPv4 header checksum and the transport

@@ -80,21 +80,6 @@ int alpn_select(SSL*, const unsigned char** out, unsigned char* outlen, const un
 
 }  // namespace
 
-const char* failure_name(Failure f) {
-  switch (f) {
-    case Failure::kNone: return "none";
-    case Failure::kChainUntrusted: return "chain_untrusted";
-    case Failure::kNoPeerCertificate: return "no_peer_certificate";
-    case Failure::kNoSpiffeId: return "no_spiffe_id";
-    case Failure::kWrongTrustDomain: return "wrong_trust_domain";
-    case Failure::kUnexpectedIdentity: return "unexpected_identity";
-    case Failure::kNoAlpnH2: return "no_alpn_h2";
-    case Failure::kProtocol: return "protocol";
-    case Failure::kPeerClosed: return "peer_closed";
-  }
-  return "?";
-}
-
 std::vector<std::string> uri_sans_of(const void* x509) {
   std::vector<std::string> uris;
   auto* names = static_cast<GENERAL_NAMES*>(

@@ -75,7 +75,6 @@ enum class Failure : uint8_t {
   kProtocol,            // any other TLS error (bad record, version, alert from the peer...)
   kPeerClosed,          // transport ended before the handshake finished
 };
-const char* failure_name(Failure f);
 
 class Session {
  public:

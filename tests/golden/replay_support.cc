@@ -187,6 +187,17 @@ void expect_counters_add_up(const nlohmann::json& stats, uint64_t input_packets,
   uint64_t sum = 0;
   for (const auto& [reason, n] : stats.at("drops").items()) sum += n.get<uint64_t>();
   EXPECT_EQ(sum, drops) << "drops_total is not the sum of drops{}";
+  // The replay port's own counters (net_pcap, read with rte_eth_stats_get) agree with the
+  // workers': nothing was lost before them.
+  ASSERT_EQ(stats.at("ports").size(), 1u);
+  const nlohmann::json& port = stats.at("ports")[0];
+  EXPECT_EQ(count(port, "ipackets"), in);
+  EXPECT_EQ(count(port, "ibytes"), count(stats, "bytes_in"));
+  EXPECT_EQ(count(port, "opackets"), out);
+  EXPECT_EQ(count(port, "obytes"), count(stats, "bytes_out"));
+  EXPECT_EQ(count(port, "imissed"), 0u);
+  EXPECT_EQ(count(port, "rx_nombuf"), 0u);
+  EXPECT_EQ(count(port, "oerrors"), 0u);
 }
 
 void expect_drops_equal_sidecar(const nlohmann::json& stats, const nlohmann::json& sidecar) {

@@ -91,6 +91,7 @@ class DataplaneHarness {
   dp::Worker& worker(uint16_t w = 0) { return *workers_[w]; }
   uint16_t workers() const { return uint16_t(workers_.size()); }
   const MacAddr& port_mac(uint16_t port) const { return ports_[port].mac; }
+  const std::vector<dp::PortRuntime>& ports() const { return ports_; }
 
  private:
   std::vector<pkt::Bytes> collect();

@@ -6,9 +6,18 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <thread>
+#include <vector>
 
 #include "control/admin/bridge.h"
 #include "control/admin/health.h"
@@ -156,6 +165,97 @@ TEST_F(AdminServerTest, ASecondServerCannotBindTheSameAddress) {
   auto s = AdminServer::start("127.0.0.1:" + std::to_string(server_->port()), other);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().message.find("cannot bind"), std::string::npos) << s.error().message;
+}
+
+// A client that sends the start of a request and then nothing (slowloris).
+class PartialRequest {
+ public:
+  explicit PartialRequest(uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    send("GET /ready HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+  }
+  ~PartialRequest() { ::close(fd_); }
+  bool connected() const { return connected_; }
+  bool send(const char* s) { return ::send(fd_, s, std::strlen(s), MSG_NOSIGNAL) > 0; }
+  // True when the server closed the connection within `wait` (EOF or reset), whatever it
+  // answered before.
+  bool closed_within(std::chrono::milliseconds wait) {
+    const auto end = std::chrono::steady_clock::now() + wait;
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          end - std::chrono::steady_clock::now());
+      pollfd p{fd_, POLLIN, 0};
+      if (left.count() <= 0 || ::poll(&p, 1, int(left.count())) <= 0) return false;
+      char buf[512];
+      const ssize_t n = ::recv(fd_, buf, sizeof buf, MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN)) return true;
+    }
+  }
+
+ private:
+  int fd_;
+  bool connected_ = false;
+};
+
+TEST_F(AdminServerTest, ReadyAnswersWithinASecondWhile64PartialRequestsAreOpen) {
+  bridge_.mark_snapshot_live();
+  std::vector<std::unique_ptr<PartialRequest>> held;
+  for (int i = 0; i < 64; ++i) {
+    held.push_back(std::make_unique<PartialRequest>(server_->port()));
+    ASSERT_TRUE(held.back()->connected());
+  }
+  std::this_thread::sleep_for(100ms);  // every one of them accepted and waiting for its headers
+  httplib::Client probe("127.0.0.1", server_->port());
+  probe.set_connection_timeout(1, 0);
+  probe.set_read_timeout(1, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = probe.Get("/ready");
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_TRUE(r) << "no answer: " << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_LT(took, 1s);
+}
+
+TEST_F(AdminServerTest, ARequestWhoseHeadersNeverCompleteIsClosedAfterTheRequestTimeout) {
+  // A byte every 200 ms keeps every single read well inside any per-read timeout: only a bound
+  // on the whole request closes this connection.
+  PartialRequest slow(server_->port());
+  ASSERT_TRUE(slow.connected());
+  const auto t0 = std::chrono::steady_clock::now();
+  bool closed = false;
+  for (int i = 0; i < 50 && !closed; ++i) {  // at most 10 s
+    closed = slow.closed_within(200ms);
+    if (!closed) slow.send("X");
+  }
+  ASSERT_TRUE(closed);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(took, kAdminRequestTimeout - 100ms);
+  EXPECT_LT(took, kAdminRequestTimeout + 1s);
+}
+
+TEST_F(AdminServerTest, ConnectionsBeyondTheCapAreClosedAtOnceAndTheServerRecovers) {
+  bridge_.mark_snapshot_live();
+  std::vector<std::unique_ptr<PartialRequest>> held;
+  for (size_t i = 0; i < kAdminMaxConnections; ++i) {
+    held.push_back(std::make_unique<PartialRequest>(server_->port()));
+    ASSERT_TRUE(held.back()->connected());
+  }
+  std::this_thread::sleep_for(200ms);
+  PartialRequest extra(server_->port());
+  ASSERT_TRUE(extra.connected());
+  EXPECT_TRUE(extra.closed_within(500ms));
+  held.clear();  // the held connections go away: a probe is served again
+  bool ok = false;
+  for (int i = 0; i < 20 && !ok; ++i) {  // at most ~2 s
+    auto r = cli_->Get("/ready");
+    ok = r && r->status == 200;
+    if (!ok) std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_TRUE(ok);
 }
 
 TEST(AdminServerStart, RejectsAnAddressWithoutPort) {

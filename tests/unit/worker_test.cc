@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 
+#include "control/stats/stats.h"
 #include "dataplane/lb/lb.h"
 #include "tests/support/dp_harness.h"
 #include "tests/support/frames.h"
@@ -507,6 +508,27 @@ TEST(WorkerDnat, syn_to_vip_is_translated_to_the_maglev_backend_with_rewritten_l
   EXPECT_EQ(h.counters().flows_created, 50u);
   EXPECT_EQ(h.counters().tx_packets, 50u);
   EXPECT_TRUE(h.balanced());
+}
+
+TEST(WorkerPorts, each_net_ring_ports_own_counters_equal_what_the_workers_received_and_sent) {
+  DataplaneHarness h(kDemoTopology);
+  for (int i = 0; i < 20; ++i) {
+    h.send(tcp_frame("192.0.2.1", uint16_t(40000 + i), "203.0.113.10", 80, pkt::kTcpSyn), kT0);
+  }
+  const std::vector<ctl::PortCounters> ports = ctl::read_port_counters(h.ports());
+  ASSERT_EQ(ports.size(), h.ports().size());
+  uint64_t in = 0, out = 0;
+  for (size_t i = 0; i < ports.size(); ++i) {
+    EXPECT_EQ(ports[i].name, h.ports()[i].name);
+    EXPECT_EQ(ports[i].imissed, 0u);
+    EXPECT_EQ(ports[i].rx_nombuf, 0u);
+    in += ports[i].ipackets;
+    out += ports[i].opackets;
+  }
+  EXPECT_EQ(ports[0].ipackets, 20u);
+  EXPECT_EQ(in, h.counters().rx_packets);
+  EXPECT_EQ(out, h.counters().tx_packets);
+  EXPECT_EQ(out, 20u);
 }
 
 TEST(WorkerDnat, reply_from_backend_is_reverse_translated_to_the_vip_toward_the_router) {
