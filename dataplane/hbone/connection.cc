@@ -21,6 +21,7 @@ struct Connection::Stream {
   Resolution dst;        // server: where the authority resolved (re-checked on policy change)
   uint32_t header_bytes = 0;
   int status = 0;        // client: :status of the response
+  uint64_t begun_ms = 0;  // server: when its HEADERS began (premature resets)
   bool method_connect = false;
   bool saw_method = false;
   bool headers_too_large = false;
@@ -148,6 +149,7 @@ struct Connection::Callbacks {
       return 0;
     auto s = std::make_unique<Stream>();
     s->id = frame->hd.stream_id;
+    s->begun_ms = c.now_ms_;
     nghttp2_session_set_stream_user_data(session, s->id, s.get());
     c.streams_[s->id] = std::move(s);
     ++c.open_h2_streams_;
@@ -501,8 +503,10 @@ Connection::Stream* Connection::find(int32_t id) const {
 bool Connection::charge_reset(const Stream* s) {
   if (calmed_) return true;  // GOAWAY already queued
   if (!resets_.take(now_ms_)) return false;
-  // Not open yet and not refused by us: its dial may have started (or would have).
-  const bool premature = s != nullptr && !s->open && !s->rejected;
+  // Not refused by us, and not open yet (its dial may have started) or open only briefly.
+  const bool premature =
+      s != nullptr && !s->rejected &&
+      (!s->open || now_ms_ - s->begun_ms < limits_.premature_reset_lifetime_ms);
   return !premature || premature_resets_.take(now_ms_);
 }
 

@@ -64,10 +64,14 @@ struct Limits {
   // (nghttp2's own limit, set to twice these as a backstop, answers INTERNAL_ERROR).
   uint64_t reset_burst = 1000;
   uint64_t reset_rate_per_s = 33;
-  // Resets of streams whose tunnel was not open yet (no 200): each may have cost an upstream
-  // dial, so they get a tighter bucket of their own (Envoy counts such "premature" resets).
+  // Resets of streams whose tunnel was not open yet (no 200), or had been open for less than
+  // `premature_reset_lifetime_ms`: each cost (or may have cost) an upstream dial, so they get
+  // a tighter bucket of their own. Envoy counts such "premature" resets the same way (reset
+  // before the response, or within a second of the stream's start): a backend that answers
+  // fast must not let a rapid-reset client dial once per stream.
   uint64_t premature_reset_burst = 100;
   uint64_t premature_reset_per_s = 10;
+  uint64_t premature_reset_lifetime_ms = 1'000;
   // CONTINUATION frames after one HEADERS (CVE-2024-27316 style floods).
   uint32_t max_continuations = 8;
   // Decoded header bytes (name + value + 32, RFC 7541 4.1) per connection: a token bucket, so

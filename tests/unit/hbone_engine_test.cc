@@ -345,10 +345,12 @@ TEST(HboneEngine, resets_after_the_dial_are_counted_and_open_tunnels_reset_clean
   p.pump();
   ConnectRequest req;
   req.authority = "10.0.0.1:80";
-  // 150 tunnels that open (200) and end with RST_STREAM(CANCEL): within the 1000 burst.
+  // 150 tunnels that open (200), live past the premature window and end with
+  // RST_STREAM(CANCEL): within the 1000 burst.
   for (int i = 0; i < 150; ++i) {
     auto [cs, ss] = p.open("10.0.0.1:80");
     ASSERT_GT(cs, 0);
+    p.now += 1'000;
     p.client->stream_release(cs);
     p.pump();
     p.server->stream_release(ss);
@@ -367,6 +369,25 @@ TEST(HboneEngine, resets_after_the_dial_are_counted_and_open_tunnels_reset_clean
   EXPECT_EQ(p.hooks.connects.size(), 150u + 101u);
   EXPECT_EQ(p.sc[Counter::k_rapid_reset_goaway], 1u);
   EXPECT_EQ(p.sc[Counter::k_reset_before_dial], 0u);
+  expect_calm_goaway(p);
+}
+
+TEST(HboneEngine, tunnels_reset_within_a_second_of_their_start_are_premature_even_when_open) {
+  Pair p;
+  p.pump();
+  // A backend that answers at once: every stream is open (200) before its RST_STREAM.
+  int tunnels = 0;
+  for (; tunnels < 150 && !p.server->closed(); ++tunnels) {
+    auto [cs, ss] = p.open("10.0.0.1:80");
+    ASSERT_GT(cs, 0);
+    p.client->stream_release(cs);
+    p.pump();
+    if (!p.server->closed()) p.server->stream_release(ss);
+    p.pump();
+  }
+  EXPECT_EQ(tunnels, 101) << "the 101st premature reset ends the connection";
+  EXPECT_EQ(p.hooks.connects.size(), 101u);
+  EXPECT_EQ(p.sc[Counter::k_rapid_reset_goaway], 1u);
   expect_calm_goaway(p);
 }
 
