@@ -358,7 +358,7 @@ Flow* FlowTable::insert_once(const Tuple& orig, const FlowTarget& to, uint32_t n
   // or an ECMP change must not break it), but unassured until its other direction shows;
   // touch() refines the state from the flags.
   if (orig.proto == kProtoTcp) set_state(&f, TcpState::kEstablished);
-  else if (embryonic(f)) push_embryo(idx);  // an eviction candidate until a reply is seen
+  if (embryonic(f)) push_embryo(idx);  // an eviction candidate until assured
   f.expire_ms = now_ms + timeout_ms(f);
   return &f;
 }
@@ -375,11 +375,14 @@ void FlowTable::remove(Flow* f) {
 
 void FlowTable::set_state(Flow* f, TcpState s) {
   established_ += (s == TcpState::kEstablished) - (f->state == TcpState::kEstablished);
-  // Filed as an eviction candidate when it becomes one (a new flow, a SYN reopening an
-  // assured one), not again while it stays one: the ring holds half as many entries as slots.
-  const bool was = f->state != TcpState::kNone && embryonic(*f);
+  // A SYN reopening an assured flow makes it an eviction candidate again. (An unassured flow
+  // is one since insert() filed it: the ring holds half as many entries as slots, so no flow
+  // is filed twice.)
+  if ((s == TcpState::kSynSent || s == TcpState::kSynRecv) && f->state != TcpState::kSynSent &&
+      f->state != TcpState::kSynRecv && (f->flags & kFlowSeenReply)) {
+    push_embryo(uint32_t(f - flows_));
+  }
   f->state = s;
-  if (!was && s != TcpState::kNone && embryonic(*f)) push_embryo(uint32_t(f - flows_));
 }
 
 void FlowTable::push_embryo(uint32_t idx) {

@@ -915,10 +915,7 @@ void Worker::stage_flow(rte_mbuf** pkts, uint16_t n) {
     if (f) {
       // Established traffic: the flow says everything; no service lookup.
       if (m.ttl <= 1) {
-        send_icmp_error(mb, m, i, m.l3 == L3::kIpv4 ? kIcmpTimeExceeded : kIcmp6TimeExceeded,
-                        0, 0);
-        next_[i] = kNextDrop;
-        drop_[i] = Drop::kTtlExceeded;
+        drop_ttl_exceeded(mb, i);
       } else if (snap_->reset_flows_of(f->stat_id)) {
         flows_.remove(f);
         next_[i] = kNextDrop;
@@ -965,10 +962,7 @@ void Worker::stage_flow(rte_mbuf** pkts, uint16_t n) {
       continue;
     }
     if (m.ttl <= 1) {
-      send_icmp_error(mb, m, i, m.l3 == L3::kIpv4 ? kIcmpTimeExceeded : kIcmp6TimeExceeded, 0,
-                      0);
-      next_[i] = kNextDrop;
-      drop_[i] = Drop::kTtlExceeded;
+      drop_ttl_exceeded(mb, i);
       continue;
     }
     if (draining_.load(std::memory_order_relaxed)) {
@@ -990,7 +984,7 @@ void Worker::stage_flow(rte_mbuf** pkts, uint16_t n) {
     // An echo keeps its identifier toward the backend (fullnat picks a new one below).
     to.backend_port = echo ? m.sport : be.port_be;
     to.vip_id = svc->vip_id;
-    to.stat_id = be.stat_id < kMaxBackendStats ? be.stat_id : 0;
+    to.stat_id = stat_slot(be);
     to.mode = svc->mode;
     if (to.mode == Mode::kFullnat) {
       Drop why;
@@ -1095,6 +1089,13 @@ void Worker::reverse(rte_mbuf* mb, uint16_t i, Flow* f) {
   to_route(mb, i, f->stat_id);
 }
 
+void Worker::drop_ttl_exceeded(const rte_mbuf* mb, uint16_t i) {
+  const PacketMeta& m = meta_[i];
+  send_icmp_error(mb, m, i, m.l3 == L3::kIpv4 ? kIcmpTimeExceeded : kIcmp6TimeExceeded, 0, 0);
+  next_[i] = kNextDrop;
+  drop_[i] = Drop::kTtlExceeded;
+}
+
 bool Worker::reverse_stateless(rte_mbuf* mb, uint16_t i) {
   PacketMeta& m = meta_[i];
   // A client is never one of the gateway's own addresses (a reply to a fullnat address
@@ -1117,15 +1118,12 @@ bool Worker::reverse_stateless(rte_mbuf* mb, uint16_t i) {
     const SnapBackend& be = snap_->backends[s.first_backend + bi];
     if (be.port_be != m.sport || !(be.address == m.src)) continue;
     if (m.ttl <= 1) {
-      send_icmp_error(mb, m, i, m.l3 == L3::kIpv4 ? kIcmpTimeExceeded : kIcmp6TimeExceeded, 0,
-                      0);
-      next_[i] = kNextDrop;
-      drop_[i] = Drop::kTtlExceeded;
+      drop_ttl_exceeded(mb, i);
       return true;
     }
     counter_add(counters_.stateless_packets, 1);
     nat_rewrite<false>(rte_pktmbuf_mtod(mb, uint8_t*), &m, s.vip, s.port_be);
-    to_route(mb, i, be.stat_id < kMaxBackendStats ? be.stat_id : 0);
+    to_route(mb, i, stat_slot(be));
     return true;
   }
   return false;

@@ -279,6 +279,13 @@ class Worker {
   MG_ALWAYS_INLINE void forward_flow(rte_mbuf* m, uint16_t i, Flow* f);
   // Reverse translation of a backend's packet.
   void reverse(rte_mbuf* m, uint16_t i, Flow* f);
+  // Packet i's TTL (hop limit) runs out here: an ICMP time exceeded to its source (rate
+  // limited) and the drop.
+  void drop_ttl_exceeded(const rte_mbuf* m, uint16_t i);
+  // The backend counter slot of a snapshot backend (slot 0 past the table's capacity).
+  static uint32_t stat_slot(const SnapBackend& be) {
+    return be.stat_id < kMaxBackendStats ? be.stat_id : 0;
+  }
   // A backend's packet without a flow, of a dnat connection forwarded statelessly (the table
   // was full): translated back to the VIP whose Maglev table picks this backend for the
   // reversed tuple. False when no service does.
