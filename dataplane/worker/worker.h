@@ -70,6 +70,8 @@ inline constexpr uint32_t kFullnatMaxTries = 4096;
 inline uint64_t ns_per_tsc_q32(uint64_t tsc_hz) {
   return uint64_t((static_cast<unsigned __int128>(1'000'000'000ull) << 32) / tsc_hz);
 }
+// The worker's millisecond clock (conntrack's) from its nanosecond clock.
+inline uint32_t now_ms_of(uint64_t ns) { return uint32_t(ns / 1'000'000); }
 inline uint64_t tsc_to_ns(uint64_t cycles, uint64_t ns_per_tsc_q32) {
   return uint64_t((static_cast<unsigned __int128>(cycles) * ns_per_tsc_q32) >> 32);
 }
