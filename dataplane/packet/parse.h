@@ -7,6 +7,7 @@
 
 #include "dataplane/common/net_types.h"
 #include "dataplane/drop_reasons.h"
+#include "dataplane/packet/wire.h"
 
 namespace meshgate::dp {
 
@@ -53,6 +54,23 @@ struct PacketMeta {
   // L4 ports/type are meaningful (not a non-first fragment, header parsed).
   bool has_l4() const { return l4_hdr_len != 0; }
 };
+
+// An ICMP or ICMPv6 echo request / reply (code 0).
+inline bool is_echo_request(const PacketMeta& m) {
+  return m.has_l4() && m.icmp_code == 0 &&
+         ((m.l4_proto == kProtoIcmp && m.icmp_type == kIcmpEchoRequest) ||
+          (m.l4_proto == kProtoIcmp6 && m.icmp_type == kIcmp6EchoRequest));
+}
+inline bool is_echo_reply(const PacketMeta& m) {
+  return m.has_l4() && m.icmp_code == 0 &&
+         ((m.l4_proto == kProtoIcmp && m.icmp_type == kIcmpEchoReply) ||
+          (m.l4_proto == kProtoIcmp6 && m.icmp_type == kIcmp6EchoReply));
+}
+// Packets conntrack follows: TCP, UDP and ICMP echo (its identifier as the port).
+inline bool trackable(const PacketMeta& m) {
+  return (m.has_l4() && (m.l4_proto == kProtoTcp || m.l4_proto == kProtoUdp)) ||
+         is_echo_request(m) || is_echo_reply(m);
+}
 
 // Parse bounds: the most IPv6 extension headers walked before giving up (RFC 8504 §5.3 lets
 // nodes bound this; 8 covers every real chain including HBH + routing + fragment + dest opts).

@@ -87,16 +87,16 @@ MG_ALWAYS_INLINE bool fast_candidate(const rte_mbuf* m, const uint8_t* d, uint64
 // one poll, and only while bursts come full. Without WorkerParams::pipeline (replays) every
 // burst is processed as it comes.
 uint32_t Worker::rx_port(uint16_t pi) {
-  const PortRuntime& port = p_.ports[pi];
+  const PortRuntime& port = c_.p.ports[pi];
   Prepared* held = &held_[pi][held_cur_[pi]];
   Prepared* next = &held_[pi][held_cur_[pi] ^ 1];
-  const uint16_t n = rte_eth_rx_burst(port.port_id, p_.index, next->pkts, kBurst);
-  if (n && p_.replay) update_clock(next->pkts, n);
+  const uint16_t n = rte_eth_rx_burst(port.port_id, c_.p.index, next->pkts, kBurst);
+  if (n && c_.p.replay) update_clock(next->pkts, n);
   if (held->n) fast_prefetch_flows(held->hash, held->b0, held->hint, held->n);
   next->n = n;
   next->hashed = 0;
   next->flows_prefetched = false;
-  const bool tried = n && !fast_skip_ && p_.pipeline;
+  const bool tried = n && !fast_skip_ && c_.p.pipeline;
   if (n) {
     // The bytes of the packets fast_hash took come from its own loads of their lengths (a
     // pass of its own over the fresh mbufs costs a stall on each).
@@ -105,8 +105,8 @@ uint32_t Worker::rx_port(uint16_t pi) {
       next->hashed = fast_hash(pi, next->pkts, n, next->hash, next->b0, &next->wire, &bytes);
     }
     for (uint16_t i = next->hashed; i < n; ++i) bytes += next->pkts[i]->pkt_len;
-    counter_add(counters_.rx_packets, n);
-    counter_add(counters_.rx_bytes, bytes);
+    counter_add(c_.counters.rx_packets, n);
+    counter_add(c_.counters.rx_bytes, bytes);
   }
   if (held->n) {
     held->flows_prefetched = true;
@@ -126,11 +126,11 @@ uint32_t Worker::rx_port(uint16_t pi) {
 }
 
 void Worker::process_prepared(uint16_t in_port, Prepared& b) {
-  std::memcpy(hash_, b.hash, sizeof(uint32_t) * b.hashed);
+  std::memcpy(b_.hash, b.hash, sizeof(uint32_t) * b.hashed);
   std::memcpy(b0_, b.b0, sizeof(uint32_t) * b.hashed);
   if (b.flows_prefetched) std::memcpy(hint_, b.hint, sizeof(uint32_t) * b.hashed);
-  fast_hashed_ = b.hashed;
-  fast_flows_prefetched_ = b.flows_prefetched;
+  b_.hashed = b.hashed;
+  b_.flows_prefetched = b.flows_prefetched;
   wire_ = &b.wire;
   process_burst(in_port, b.pkts, b.n, true);
 }
@@ -139,15 +139,15 @@ void Worker::release_held() {
   // A burst is only held while a snapshot is published, and one is never withdrawn; and only
   // by workers without the TCP stack (init()), so no proxy state needs preparing here.
   load_snapshot();
-  if (!snap_) return;
-  for (uint16_t pi = 0; pi < p_.ports.size() && pi < kMaxPorts; ++pi) {
+  if (!c_.snap) return;
+  for (uint16_t pi = 0; pi < c_.p.ports.size() && pi < kMaxPorts; ++pi) {
     Prepared& held = held_[pi][held_cur_[pi]];
     if (!held.n) continue;
     held_packets_ -= held.n;
     process_prepared(pi, held);
     held.n = 0;
   }
-  snap_ = nullptr;
+  c_.snap = nullptr;
 }
 
 // ---- established-flow fast path ----------------------------------------------------------
@@ -168,7 +168,7 @@ uint16_t Worker::fast_hash(uint16_t in_port, rte_mbuf** pkts, uint16_t n, uint32
                            uint32_t* b0, FastWire* wire, uint64_t* bytes) const {
   uint64_t sum = 0;
   uint64_t our_mac = 0;  // in the low 6 bytes, as fast_candidate loads a frame's first 8
-  std::memcpy(&our_mac, p_.ports[in_port].mac.b.data(), 6);
+  std::memcpy(&our_mac, c_.p.ports[in_port].mac.b.data(), 6);
   constexpr uint32_t kAhead = 4;
   for (uint16_t i = 0; i < n && i < kAhead; ++i) rte_prefetch0(rte_pktmbuf_mtod(pkts[i], void*));
   for (uint16_t i = 0; i < n; ++i) {
@@ -193,32 +193,32 @@ uint16_t Worker::fast_hash(uint16_t in_port, rte_mbuf** pkts, uint16_t n, uint32
     wire->total[i] = rd16(ip + 2);
     wire->proto[i] = proto;
     hash[i] = lb_flow_hash_v4(uint32_t(addrs), uint32_t(addrs >> 32), ports, proto);
-    b0[i] = flows_.first_bucket(hash[i]);
-    flows_.prefetch_first_bucket(b0[i]);
+    b0[i] = c_.flows.first_bucket(hash[i]);
+    c_.flows.prefetch_first_bucket(b0[i]);
   }
   if (bytes) *bytes += sum;
   return n;
 }
 
 uint16_t Worker::stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool hashed) {
-  if (!hashed) fast_hashed_ = fast_hash(in_port, pkts, n, hash_, b0_, &wire_own_);
-  if (fast_hashed_ != n) return 0;
-  if (!fast_flows_prefetched_) {
-    fast_prefetch_flows(hash_, b0_, hint_, n);
-    fast_flows_prefetched_ = true;
+  if (!hashed) b_.hashed = fast_hash(in_port, pkts, n, b_.hash, b0_, &wire_own_);
+  if (b_.hashed != n) return 0;
+  if (!b_.flows_prefetched) {
+    fast_prefetch_flows(b_.hash, b0_, hint_, n);
+    b_.flows_prefetched = true;
   }
 
-  const uint32_t now_ms = now_ms_of(now_ns_);
-  const uint64_t epoch_hi = uint64_t(nh_epoch_) << 32;
-  const bool resets = !snap_->reset_stat_ids.empty();
+  const uint32_t now_ms = c_.now_ms();
+  const uint64_t epoch_hi = uint64_t(c_.nh.epoch) << 32;
+  const bool resets = !c_.snap->reset_stat_ids.empty();
   uint32_t reply = 0;  // bit i: packet i is a reply
   const FastWire& w = *wire_;
   for (uint16_t i = 0; i < n; ++i) {
     const uint8_t proto = w.proto[i];
     FlowDir dir;
-    Flow* f = flows_.peek_v4(w.addrs[i], w.ports[i], proto, hash_[i], b0_[i], hint_[i], now_ms,
+    Flow* f = c_.flows.peek_v4(w.addrs[i], w.ports[i], proto, b_.hash[i], b0_[i], hint_[i], now_ms,
                              &dir);
-    if (!f || f->mode != Mode::kDnat || (resets && snap_->reset_flows_of(f->stat_id))) return 0;
+    if (!f || f->mode != Mode::kDnat || (resets && c_.snap->reset_flows_of(f->stat_id))) return 0;
     // A TCP segment must leave its flow as it is but for the expiry (the inline case of
     // FlowTable::touch: ESTABLISHED, and not the first reply, which assures the flow). UDP
     // touches set the expiry and the seen-reply flag. Either way burst order, stage_flow's, is
@@ -228,11 +228,11 @@ uint16_t Worker::stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool 
       return 0;
     }
     const uint32_t to = dir == FlowDir::kOriginal ? f->backend4 : f->client4;
-    const NhCacheEntry& ce = nh_cache_[nh_slot_v4(to)];
+    const NhCacheEntry& ce = c_.nh.entries[NhCache::slot_v4(to)];
     if (ce.tag4 != (epoch_hi | to) || w.total[i] > ce.mtu) {
       return 0;
     }
-    flow_[i] = f;
+    b_.flow[i] = f;
     fast_nh_[i] = &ce;
     reply |= uint32_t(dir) << i;
   }
@@ -243,16 +243,16 @@ uint16_t Worker::stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool 
     uint8_t* d = ip - kEthHdrLen;
     uint8_t* l4 = ip + kIpv4HdrLen;
     const uint8_t proto = w.proto[i];
-    Flow* f = flow_[i];
+    Flow* f = b_.flow[i];
     const FlowDir dir = FlowDir(reply >> i & 1);
     // Loaded before the frame's bytes are written (char stores may alias anything: the
     // compiler would load them again after each).
-    BackendCounters& bc = backend_counters_[f->stat_id];
+    BackendCounters& bc = c_.backend_counters[f->stat_id];
     const uint32_t len = w.len[i];
     const NhCacheEntry& ce = *fast_nh_[i];
     // TCP: pass 3 checked what touch() checks for its inline case (pass 1 the flags).
-    if (proto == kProtoTcp) flows_.touch_established(f, now_ms);
-    else flows_.touch(f, dir, 0, now_ms);
+    if (proto == kProtoTcp) c_.flows.touch_established(f, now_ms);
+    else c_.flows.touch(f, dir, 0, now_ms);
     if (dir == FlowDir::kReply) {
       nat_rewrite_ipv4_ttl<false>(ip, l4, proto, reinterpret_cast<const uint8_t*>(&f->vip4),
                                   f->vip_port);
@@ -263,9 +263,9 @@ uint16_t Worker::stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool 
     counter_add(bc.packets, 1);
     counter_add(bc.bytes, len);
     std::memcpy(d, ce.macs, 12);
-    tx(ce.port, m, len);
+    c_.tx(ce.port, m, len);
   }
-  counter_add(counters_.fast_path_packets, n);
+  counter_add(c_.counters.fast_path_packets, n);
   return n;
 }
 

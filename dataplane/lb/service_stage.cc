@@ -1,0 +1,240 @@
+// The service stage: a tracked packet's flow (translated in burst order), or the service and
+// backend that start one; packets without a flow here (another worker's, a later fragment,
+// a stateless reply, local) (dataplane/lb/service_stage.h).
+#include "dataplane/lb/service_stage.h"
+
+#include <arpa/inet.h>
+#include <rte_mbuf.h>
+
+#include "dataplane/lb/lb.h"
+#include "dataplane/nat/icmp_stage.h"
+#include "dataplane/nat/translate.h"
+#include "dataplane/worker/classify.h"
+#include "dataplane/worker/handoff.h"
+
+namespace meshgate::dp {
+namespace {
+
+
+Drop follow_fragment(WorkerCtx& c, Burst& b, rte_mbuf* mb, uint16_t i) {
+  PacketMeta& m = b.meta[i];
+  const FragTable::Entry* e = c.frags->find(m.src, m.dst, m.l4_proto, m.ip_id, c.now_ms());
+  if (!e) return Drop::kFragmentNoFirst;
+  Flow* f = c.flows.mutable_at(e->flow_idx);
+  if (!f || c.flows.created_ms(*f) != e->flow_created) return Drop::kFragmentNoFirst;
+  if (m.ttl <= 1) return Drop::kTtlExceeded;
+  counter_add(c.counters.fragments_followed, 1);
+  if (FlowDir(e->dir) == FlowDir::kReply) {
+    reverse(c, b, mb, i, f);
+  } else {
+    forward_flow(c, b, mb, i, f);
+  }
+  return Drop::kNone;
+}
+
+}  // namespace
+
+FlowVerdict decide_flow(const Snapshot& s, const PacketMeta& m, uint32_t flow_hash,
+                        FlowHit hit, bool draining, bool stack) {
+  FlowVerdict v;
+  if (hit.flow) {
+    // Established traffic: the flow says everything; no service lookup. (A tracked flow keeps
+    // going after its service left the snapshot.)
+    if (m.ttl <= 1) v.action = FlowAction::kTtlExceeded;
+    else if (s.reset_flows_of(hit.flow->stat_id)) v.action = FlowAction::kRemoveFlow;
+    else v.action = hit.dir == FlowDir::kReply ? FlowAction::kReverse : FlowAction::kForward;
+    return v;
+  }
+  // No flow: the packet may start one. (Established flows passed this when created.)
+  if (const Drop d = martian(s, m); MG_UNLIKELY(d != Drop::kNone)) {
+    v.drop = d;
+    return v;
+  }
+  const SnapService* svc = service_of(&s, m);
+  if (!svc) {
+    v.action = FlowAction::kMiss;
+    return v;
+  }
+  if (svc->mode == Mode::kProxy) {
+    // Terminated by the TCP stack: no conntrack entry.
+    if (stack && m.l4_proto == kProtoTcp && !m.is_fragment()) v.action = FlowAction::kStack;
+    else v.drop = m.is_fragment() ? Drop::kFragmentUnsupported : Drop::kL4Unsupported;
+    return v;
+  }
+  if (m.ttl <= 1) {
+    v.action = FlowAction::kTtlExceeded;
+    return v;
+  }
+  if (draining) {
+    v.drop = Drop::kDraining;
+    return v;
+  }
+  const uint32_t bi =
+      svc->table_size ? lb_lookup(svc->table, svc->table_size, flow_hash) : kNoBackend;
+  if (bi == kNoBackend) {
+    v.drop = Drop::kNoBackend;
+    return v;
+  }
+  v.action = FlowAction::kNewFlow;
+  v.service = svc;
+  v.backend = &s.backends[svc->first_backend + bi];
+  return v;
+}
+
+namespace {
+
+// Starts the flow `v` chose for packet i (or forwards it statelessly when the table is full).
+void start_flow(WorkerCtx& c, Burst& b, rte_mbuf* mb, uint16_t i, const Tuple& t,
+                const FlowVerdict& v, uint32_t now_ms) {
+  const PacketMeta& m = b.meta[i];
+  const uint32_t h = b.hash[i];
+  const SnapService& svc = *v.service;
+  const SnapBackend& be = *v.backend;
+  const bool echo = m.l4_proto == kProtoIcmp || m.l4_proto == kProtoIcmp6;
+  FlowTarget to;
+  to.backend = be.address;
+  // An echo keeps its identifier toward the backend (fullnat picks a new one below).
+  to.backend_port = echo ? m.sport : be.port_be;
+  to.vip_id = svc.vip_id;
+  to.stat_id = WorkerCtx::stat_slot(be);
+  to.mode = svc.mode;
+  if (to.mode == Mode::kFullnat) {
+    Drop why;
+    if (!pick_fullnat(c, be.address, to.backend_port, m.l4_proto, h, &to, &why)) {
+      b.set_drop(i, why);
+      return;
+    }
+  }
+  Flow* f = c.flows.insert(t, to, now_ms);
+  if (f) {
+    counter_add(c.backend_counters[to.stat_id].flows, 1);
+    counter_add(c.counters.flows_created, 1);
+    forward_flow(c, b, mb, i, f);
+    if (m.is_fragment()) {
+      c.frags->remember(t.src, t.dst, t.proto, m.ip_id, c.flows.index_of(f),
+                        c.flows.created_ms(*f), uint8_t(FlowDir::kOriginal), now_ms);
+    }
+  } else if (to.mode == Mode::kFullnat) {
+    // Without an entry a fullnat reply could not be translated back.
+    b.set_drop(i, Drop::kFlowTableFull);
+  } else {
+    // Table full: the packet still goes to the backend Maglev picks, the one it would have
+    // had (stateless forwarding, like Katran).
+    counter_add(c.counters.stateless_packets, 1);
+    if (is_dsr(to.mode)) {
+      b.egress[i].gue = to.mode == Mode::kDsrGue;
+      b.egress[i].gue_port_be = svc.gue_port_be;
+    }
+    forward(c, b, mb, i, to, h);
+  }
+}
+
+}  // namespace
+
+void stage_flow(WorkerCtx& c, Burst& b, rte_mbuf** pkts, uint16_t n) {
+  const uint32_t now_ms = c.now_ms();
+  for (uint16_t i = 0; i < n; ++i) {
+    if (b.next[i] != kNextFlow) continue;
+    const PacketMeta& m = b.meta[i];
+    rte_mbuf* mb = pkts[i];
+    const Tuple t{m.src, m.dst, m.sport, m.dport, m.l4_proto};
+    FlowDir dir = FlowDir::kOriginal;
+    Flow* f = c.flows.lookup(t, b.hash[i], b.bp[i], now_ms, &dir);
+    const FlowVerdict v =
+        decide_flow(*c.snap, m, b.hash[i], FlowHit{f, dir}, c.draining, c.proxy != nullptr);
+    switch (v.action) {
+      case FlowAction::kForward:
+      case FlowAction::kReverse:
+        // Translated now, in burst order with the other direction's packets: the state
+        // follows the wire (an ACK right behind its SYN-ACK), and a later packet of this burst
+        // may evict the flow to make room.
+        if (v.action == FlowAction::kReverse) reverse(c, b, mb, i, f);
+        else forward_flow(c, b, mb, i, f);
+        if (m.is_fragment()) {
+          // Keyed by the addresses as they arrived (`m` now holds the translated ones).
+          c.frags->remember(t.src, t.dst, t.proto, m.ip_id, c.flows.index_of(f),
+                            c.flows.created_ms(*f), uint8_t(dir), now_ms);
+        }
+        break;
+      case FlowAction::kRemoveFlow:
+        c.flows.remove(f);
+        b.set_drop(i, Drop::kBackendRemoved);
+        break;
+      case FlowAction::kTtlExceeded:
+        drop_ttl_exceeded(c, b, mb, i);
+        break;
+      case FlowAction::kNewFlow:
+        start_flow(c, b, mb, i, t, v, now_ms);
+        break;
+      case FlowAction::kStack:
+        b.next[i] = kNextStack;
+        break;
+      case FlowAction::kMiss:
+        b.next[i] = kNextMiss;
+        break;
+      case FlowAction::kDrop:
+        b.set_drop(i, v.drop);
+        break;
+    }
+  }
+}
+
+void stage_lookup(WorkerCtx& c, Burst& b, rte_mbuf** pkts, uint16_t n) {
+  if (!b.next_mask(n, kNextLookup, kNextMiss)) return;  // the common burst has none
+  for (uint16_t i = 0; i < n; ++i) {
+    if (b.next[i] != kNextLookup && b.next[i] != kNextMiss) continue;
+    const PacketMeta& m = b.meta[i];
+    if (b.next[i] == kNextLookup && m.is_fragment() && !m.has_l4()) {
+      const Drop d = follow_fragment(c, b, pkts[i], i);
+      if (d != Drop::kNone) {
+        b.next[i] = kNextDrop;
+        // To the gateway itself fragments are not reassembled; elsewhere the datagram's first
+        // fragment (with the ports) is missing.
+        const bool own = c.snap->local_port(m.dst) >= 0;
+        b.drop[i] = d == Drop::kFragmentNoFirst && own ? Drop::kFragmentUnsupported : d;
+      }
+      continue;
+    }
+    if (b.next[i] == kNextMiss && c.hbone && m.l4_proto == kProtoTcp &&
+        m.dport == c.hbone_port_be && c.snap->local_port(m.dst) >= 0 && !m.is_fragment()) {
+      // HBONE to a local address: the stack's listener. The client's packets all reach the
+      // worker RSS picked for its connection.
+      b.next[i] = kNextStack;
+      continue;
+    }
+    if (b.next[i] == kNextMiss) {
+      // No flow here: another worker's (replies hash independently of their flow's first
+      // packet), or none. Echo requests never belong to another worker's flow: they start
+      // flows or get answered.
+      const int target = is_echo_request(m) ? -1
+                                            : handoff_target(c, m.src, m.sport, m.dst, m.dport,
+                                                             m.l4_proto, b.visited[i]);
+      if (target >= 0) {
+        handoff(c, b, i, target, pkts[i]);
+        continue;
+      }
+      if (c.proxy && m.l4_proto == kProtoTcp && c.snap->is_fullnat_address(m.dst) &&
+          !m.is_fragment()) {
+        b.next[i] = kNextStack;  // the backend side of a proxied connection (or a stray: RST)
+        continue;
+      }
+      if (!is_echo_request(m) &&
+          (c.snap->is_fullnat_address(m.dst) || c.snap->is_backend(m.src, m.sport, m.l4_proto))) {
+        if (!reverse_stateless(c, b, pkts[i], i)) {
+          b.next[i] = kNextDrop;
+          b.drop[i] = Drop::kReplyNoFlow;
+        }
+        continue;
+      }
+    }
+    if (is_local_like(*c.snap, m.dst)) {
+      b.next[i] = kNextLocal;
+    } else {
+      b.next[i] = kNextDrop;
+      b.drop[i] = Drop::kNoService;
+    }
+  }
+}
+
+
+}  // namespace meshgate::dp

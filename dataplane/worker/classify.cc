@@ -1,0 +1,152 @@
+// The burst's way in: frames parsed into PacketMeta, then classified into their next stage;
+// the martian checks (dataplane/worker/classify.h).
+#include "dataplane/worker/classify.h"
+
+#include <rte_ether.h>
+#include <rte_mbuf.h>
+#include <rte_prefetch.h>
+
+#include <cstring>
+
+#include "dataplane/nat/icmp_error.h"
+#include "dataplane/packet/wire.h"
+
+namespace meshgate::dp {
+
+void stage_parse(WorkerCtx& c, Burst& b, uint16_t in_port, rte_mbuf** pkts, uint16_t n) {
+  const bool handed = in_port == kFromHandoff;
+  const MacAddr* our_mac = handed ? nullptr : &c.p.ports[in_port].mac;
+  for (uint16_t i = 0; i < n; ++i) {
+    if (i + 2 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 2], void*));
+    rte_mbuf* m = pkts[i];
+    b.flow[i] = nullptr;
+    b.egress[i] = Egress{};
+    b.extra[i].m = nullptr;
+    b.visited[i] = handed ? m->hash.usr : 0;
+    // A NIC that strips 802.1Q tags keeps the tag in the mbuf: put it back in the frame, so
+    // that answers written over the request, and forwarded frames, keep their VLAN.
+    if (MG_UNLIKELY(m->ol_flags & RTE_MBUF_F_RX_VLAN_STRIPPED) && rte_vlan_insert(&pkts[i]) != 0) {
+      b.next[i] = kNextDrop;
+      b.drop[i] = Drop::kNoHeadroom;
+      continue;
+    }
+    const uint8_t* data = rte_pktmbuf_mtod(m, const uint8_t*);
+    if (our_mac && m->data_len >= kEthHdrLen && !(data[0] & 1) &&
+        std::memcmp(data, our_mac->b.data(), 6) != 0) {
+      b.next[i] = kNextDrop;
+      b.drop[i] = Drop::kL2NotForUs;
+      continue;
+    }
+    const uint64_t ip_ck = m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK;
+    Drop d = parse_frame(data, m->data_len, m->pkt_len, &b.meta[i],
+                         !handed && ip_ck != RTE_MBUF_F_RX_IP_CKSUM_GOOD);
+    if (d == Drop::kNone && !handed && ip_ck == RTE_MBUF_F_RX_IP_CKSUM_BAD &&
+        b.meta[i].l3 == L3::kIpv4) {
+      d = Drop::kIpv4BadChecksum;
+    }
+    if (d != Drop::kNone) {
+      b.next[i] = kNextDrop;
+      b.drop[i] = d;
+      continue;
+    }
+    b.next[i] = b.meta[i].l3 == L3::kArp ? kNextArp : kNextIp;
+  }
+}
+
+void stage_classify(WorkerCtx& c, Burst& b, rte_mbuf** pkts, uint16_t n) {
+  (void)pkts;
+  for (uint16_t i = 0; i < n; ++i) {
+    if (b.next[i] != kNextIp) continue;
+    const PacketMeta& m = b.meta[i];
+    // RFC 1812 §5.3.4, RFC 1122 §3.3.6: unicast IP in a frame to a group MAC is neither
+    // forwarded nor answered. (stage_fast takes only frames to the port's own MAC.)
+    if (MG_UNLIKELY(m.flags & kPktL2Multicast) &&
+        !is_group_address(*c.snap, m.dst, m.l3 == L3::kIpv4)) {
+      b.next[i] = kNextDrop;
+      b.drop[i] = Drop::kUnicastInL2Broadcast;
+      continue;
+    }
+    if (m.l3 == L3::kIpv6 && m.l4_proto == kProtoIcmp6 && m.has_l4() &&
+        m.icmp_type >= kNdpRouterSolicit && m.icmp_type <= kNdpRedirect) {
+      b.next[i] = kNextNdp;
+      continue;
+    }
+    const bool l4 = trackable(m);
+    if (!l4) {
+      // ICMP errors and untracked packets never hit the flow fast path: check them here.
+      // Tracked ones are checked by stage_flow when they match no flow.
+      if (const Drop d = martian(*c.snap, m); MG_UNLIKELY(d != Drop::kNone)) {
+        b.next[i] = kNextDrop;
+        b.drop[i] = d;
+        continue;
+      }
+    }
+    if ((m.l4_proto == kProtoIcmp || m.l4_proto == kProtoIcmp6) && is_icmp_error(m)) {
+      b.next[i] = kNextIcmpError;
+      continue;
+    }
+    // Bulk lookup, first phase: hash every packet and prefetch its two buckets (stage_fast
+    // hashed its first b.hashed packets, all IPv4 TCP/UDP: the same values, and prefetched
+    // their first buckets).
+    if (l4 && i >= b.hashed) {
+      b.hash[i] = FlowTable::hash(Tuple{m.src, m.dst, m.sport, m.dport, m.l4_proto});
+      b.bp[i] = c.flows.buckets_of(b.hash[i]);
+      c.flows.prefetch_buckets(b.bp[i]);
+    } else if (l4) {
+      b.bp[i] = c.flows.buckets_of(b.hash[i]);
+    }
+    b.next[i] = l4 ? kNextFlow : kNextLookup;
+  }
+  if (b.flows_prefetched) return;
+  // Second phase: the buckets have had the rest of the burst to arrive; prefetch the flows
+  // whose signatures match.
+  for (uint16_t i = 0; i < n; ++i) {
+    if (b.next[i] == kNextFlow) c.flows.prefetch_flows(b.hash[i], b.bp[i]);
+  }
+}
+
+bool is_local_like(const Snapshot& s, const IpAddr& a) {
+  return s.local_port(a) >= 0 || s.is_vip(a) || s.is_fullnat_address(a);
+}
+
+bool is_group_address(const Snapshot& s, const IpAddr& a, bool v4) {
+  if (!v4) return a.b[0] == 0xff;  // RFC 4291 §2.7
+  const uint8_t a0 = a.b[12];
+  return (a0 >= 224 && a0 < 240) || a.v4_host() == 0xffffffffu ||
+         s.addr_class(a) == AddrClass::kSubnetBroadcast;
+}
+
+Drop martian(const Snapshot& s, const PacketMeta& m) {
+  if (m.l3 == L3::kIpv4) {
+    // RFC 1812 §5.3.7: never forward to 0/8, 127/8 or class E; 255.255.255.255 and multicast
+    // stay on their link (the gateway routes no multicast).
+    const uint8_t d0 = m.dst.b[12];
+    if ((d0 >= 224 && d0 < 240) || m.dst.v4_host() == 0xffffffffu) {
+      return Drop::kDestinationNotUnicast;
+    }
+    if (d0 == 0 || d0 == 127 || d0 >= 240) return Drop::kMartianDestination;
+  } else {
+    static constexpr uint8_t kLoopback[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    if (m.dst.b[0] == 0xff) return Drop::kDestinationNotUnicast;
+    if (m.dst.is_zero() || std::memcmp(m.dst.b, kLoopback, 16) == 0) {
+      return Drop::kMartianDestination;
+    }
+  }
+  // The source must be nobody the gateway is: a packet from a VIP (or a port or fullnat
+  // address) to a VIP would be balanced to a backend whose answer leaves as VIP -> VIP.
+  switch (s.addr_class(m.src)) {
+    case AddrClass::kGateway:
+      return Drop::kSourceIsLocal;
+    case AddrClass::kSubnetBroadcast:
+      return Drop::kSourceIsBroadcast;
+    case AddrClass::kOther:
+      break;
+  }
+  // RFC 2644: directed broadcasts are not forwarded.
+  if (m.l3 == L3::kIpv4 && s.addr_class(m.dst) == AddrClass::kSubnetBroadcast) {
+    return Drop::kDestinationNotUnicast;
+  }
+  return Drop::kNone;
+}
+
+}  // namespace meshgate::dp

@@ -1,0 +1,132 @@
+// What one worker owns (STYLE.md rule 5): its parameters, counters, flow table, neighbor cache,
+// next-hop cache, pending queue, TX buffers, the snapshot and clock of the poll in progress,
+// and the L4 applications running on it. The stages of every room (l2/, route/, nat/, lb/,
+// local/, worker/) take it with the burst: `stage_x(WorkerCtx&, Burst&, ...)`.
+// Worker thread only (init() fills it on the control thread before launch).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "dataplane/common/compiler.h"
+#include "dataplane/common/limits.h"
+#include "dataplane/conntrack/conntrack.h"
+#include "dataplane/l2/neighbor.h"
+#include "dataplane/nat/frag.h"
+#include "dataplane/nat/rss.h"
+#include "dataplane/route/nh_cache.h"
+#include "dataplane/snapshot/addr_table.h"
+#include "dataplane/snapshot/snapshot_slot.h"
+#include "dataplane/worker/burst.h"
+#include "dataplane/worker/counters.h"
+#include "dataplane/worker/port.h"
+
+struct rte_mbuf;
+struct rte_mempool;
+struct rte_ring;
+struct rte_rcu_qsbr;
+
+namespace meshgate::dp {
+
+class Proxy;
+struct ProxyParams;
+namespace hbone {
+class Gateway;
+struct GatewayParams;
+}  // namespace hbone
+
+// ICMP errors a worker may send per second, and the burst above that (Linux icmp_ratelimit).
+inline constexpr uint32_t kIcmpErrorsPerSecond = 1000;
+inline constexpr uint32_t kIcmpErrorBurst = 50;
+// First port tried for fullnat sources; below are the well-known and registered-low ports.
+inline constexpr uint16_t kFullnatFirstPort = 1024;
+// Candidates examined for a fullnat source port whose reply RSS steers to this worker; after
+// that any free port of this worker's residue is taken (the reply is then handed over).
+inline constexpr uint32_t kFullnatRssTries = 64;
+inline constexpr uint32_t kFullnatMaxTries = 4096;
+
+// The worker's millisecond clock (conntrack's) from its nanosecond clock.
+inline uint32_t now_ms_of(uint64_t ns) { return uint32_t(ns / 1'000'000); }
+
+struct WorkerParams {
+  uint16_t index = 0;  // worker number; also its RX/TX queue id on every port
+  uint16_t n_workers = 1;
+  int socket = 0;
+  std::vector<PortRuntime> ports;
+  SnapshotSlot* snapshot = nullptr;
+  const AddrTable* addrs = nullptr;
+  rte_rcu_qsbr* qsbr = nullptr;      // may be null (tests)
+  rte_mempool* pool = nullptr;       // for packets the worker originates
+  uint32_t max_flows = 1024;
+  ConntrackTimeouts timeouts;
+  rte_ring* neighbor_out = nullptr;  // learned neighbors -> control thread (may be null)
+  rte_ring* neighbor_in = nullptr;   // neighbors learned elsewhere -> this worker (may be null)
+  rte_ring* handoff_to[kMaxWorkers] = {};    // to worker w (null for self)
+  rte_ring* handoff_from[kMaxWorkers] = {};  // from worker w (null for self)
+  const RssPredictor* rss[kMaxPorts] = {};   // per port index; null without RSS
+  // Ports whose NIC steers fullnat replies by rte_flow rules (port % workers -> queue): the
+  // source-port choice then needs no RSS prediction.
+  bool flow_steered[kMaxPorts] = {};
+  // Replay: the clock follows RX timestamps (net_pcap: microseconds) and the worker stops by
+  // itself after `replay_packets` packets were received.
+  bool replay = false;
+  uint64_t replay_packets = 0;
+  // Pipeline full bursts of established traffic over two polls (Worker::rx_port). Off for
+  // replays (their clock comes from the packets: a held burst would be processed after the
+  // next burst moved the clock), for workers that run the TCP stack (init() clears it) and by
+  // default in tests that count polls.
+  bool pipeline = false;
+  int timestamp_offset = -1;  // mbuf dynfield offset of the RX timestamp
+  uint64_t timestamp_flag = 0;
+  // Non-null: run the L4 proxy (the worker copies it at init()).
+  const ProxyParams* proxy = nullptr;
+  // Non-null (with `proxy`): terminate HBONE on the [hbone] port of every local address, on the
+  // proxy's TCP stack (copied at init()).
+  const hbone::GatewayParams* hbone = nullptr;
+};
+
+struct TxBuffer {
+  rte_mbuf* pkts[2 * kBurst];
+  uint64_t bytes = 0;  // of pkts[0, n): tx() adds each length as it queues the packet
+  uint16_t n = 0;
+};
+
+struct WorkerCtx {
+  WorkerParams p;
+  WorkerCounters counters;
+  BackendCounters* backend_counters = nullptr;  // kMaxBackendStats slots
+  FlowTable flows;
+  FragTable* frags = nullptr;
+  NeighborCache* neighbors = nullptr;
+  PendingQueue* pending = nullptr;
+  NhCache nh;
+  Proxy* proxy = nullptr;          // the L4 proxy and its TCP stack, or null
+  hbone::Gateway* hbone = nullptr;  // the HBONE terminator on that stack, or null
+  uint16_t hbone_port_be = 0;
+  // The poll in progress: its snapshot (null between polls), clock and drain state.
+  const Snapshot* snap = nullptr;
+  uint64_t now_ns = 0;
+  bool draining = false;
+  uint32_t fullnat_cursor = 0;  // where the next fullnat source port search starts
+  double icmp_tokens = kIcmpErrorBurst;
+  uint64_t icmp_last_ns = 0;
+  TxBuffer txq[kMaxPorts];
+
+  uint32_t now_ms() const { return now_ms_of(now_ns); }
+  void tx(uint16_t port_index, rte_mbuf* m);
+  // The same for a caller that has the packet's length at hand.
+  void tx(uint16_t port_index, rte_mbuf* m, uint32_t len) {
+    TxBuffer& b = txq[port_index];
+    b.pkts[b.n++] = m;
+    b.bytes += len;
+    if (b.n == sizeof(b.pkts) / sizeof(b.pkts[0])) flush_tx();
+  }
+  void flush_tx();
+  void drop(rte_mbuf* m, Drop reason);
+  // The backend counter slot of a snapshot backend (slot 0 past the table's capacity).
+  static uint32_t stat_slot(const SnapBackend& be) {
+    return be.stat_id < kMaxBackendStats ? be.stat_id : 0;
+  }
+};
+
+}  // namespace meshgate::dp
