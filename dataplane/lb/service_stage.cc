@@ -34,58 +34,11 @@ Drop follow_fragment(WorkerCtx& c, Burst& b, rte_mbuf* mb, uint16_t i) {
 
 }  // namespace
 
-FlowVerdict decide_flow(const Snapshot& s, const PacketMeta& m, uint32_t flow_hash,
-                        FlowHit hit, bool draining, bool stack) {
-  FlowVerdict v;
-  if (hit.flow) {
-    // Established traffic: the flow says everything; no service lookup. (A tracked flow keeps
-    // going after its service left the snapshot.)
-    if (m.ttl <= 1) v.action = FlowAction::kTtlExceeded;
-    else if (s.reset_flows_of(hit.flow->stat_id)) v.action = FlowAction::kRemoveFlow;
-    else v.action = hit.dir == FlowDir::kReply ? FlowAction::kReverse : FlowAction::kForward;
-    return v;
-  }
-  // No flow: the packet may start one. (Established flows passed this when created.)
-  if (const Drop d = martian(s, m); MG_UNLIKELY(d != Drop::kNone)) {
-    v.drop = d;
-    return v;
-  }
-  const SnapService* svc = service_of(&s, m);
-  if (!svc) {
-    v.action = FlowAction::kMiss;
-    return v;
-  }
-  if (svc->mode == Mode::kProxy) {
-    // Terminated by the TCP stack: no conntrack entry.
-    if (stack && m.l4_proto == kProtoTcp && !m.is_fragment()) v.action = FlowAction::kStack;
-    else v.drop = m.is_fragment() ? Drop::kFragmentUnsupported : Drop::kL4Unsupported;
-    return v;
-  }
-  if (m.ttl <= 1) {
-    v.action = FlowAction::kTtlExceeded;
-    return v;
-  }
-  if (draining) {
-    v.drop = Drop::kDraining;
-    return v;
-  }
-  const uint32_t bi =
-      svc->table_size ? lb_lookup(svc->table, svc->table_size, flow_hash) : kNoBackend;
-  if (bi == kNoBackend) {
-    v.drop = Drop::kNoBackend;
-    return v;
-  }
-  v.action = FlowAction::kNewFlow;
-  v.service = svc;
-  v.backend = &s.backends[svc->first_backend + bi];
-  return v;
-}
-
 namespace {
 
 // Starts the flow `v` chose for packet i (or forwards it statelessly when the table is full).
-void start_flow(WorkerCtx& c, Burst& b, rte_mbuf* mb, uint16_t i, const Tuple& t,
-                const FlowVerdict& v, uint32_t now_ms) {
+MG_ALWAYS_INLINE void start_flow(WorkerCtx& c, Burst& b, rte_mbuf* mb, uint16_t i, const Tuple& t,
+                                 const FlowVerdict& v, uint32_t now_ms) {
   const PacketMeta& m = b.meta[i];
   const uint32_t h = b.hash[i];
   const SnapService& svc = *v.service;

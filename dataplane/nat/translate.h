@@ -8,19 +8,11 @@
 
 #include <cstdint>
 
+#include "dataplane/nat/translate_inline.h"
 #include "dataplane/worker/context.h"
 
 namespace meshgate::dp {
 
-// A translated packet of a backend's flow (either direction): counted for the backend, then
-// routed with its TTL decremented.
-void to_route(WorkerCtx& c, Burst& b, const rte_mbuf* m, uint16_t i, uint32_t stat_id);
-// Translation of a client packet toward its backend by the flow's (or `to`'s) mode.
-void forward(WorkerCtx& c, Burst& b, rte_mbuf* m, uint16_t i, const FlowTarget& to,
-             uint32_t flow_hash);
-void forward_flow(WorkerCtx& c, Burst& b, rte_mbuf* m, uint16_t i, Flow* f);
-// Reverse translation of a backend's packet.
-void reverse(WorkerCtx& c, Burst& b, rte_mbuf* m, uint16_t i, Flow* f);
 // A backend's packet without a flow, of a dnat connection forwarded statelessly (the table
 // was full): translated back to the VIP whose Maglev table picks this backend for the
 // reversed tuple. False when no service does.

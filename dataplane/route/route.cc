@@ -40,8 +40,12 @@ bool on_link(const WorkerCtx& c, uint16_t port_index, const IpAddr& a) {
   return false;
 }
 
-Next route_one(WorkerCtx& c, Burst& b, rte_mbuf* mb, PacketMeta& m, const Egress& eg,
-               uint16_t i, uint16_t* out_port, IpAddr* nh_out, Drop* why) {
+namespace {
+
+// route_one, inline in the route stage.
+MG_ALWAYS_INLINE Next route_packet(WorkerCtx& c, Burst& b, rte_mbuf* mb, PacketMeta& m,
+                                   const Egress& eg, uint16_t i, uint16_t* out_port, IpAddr* nh_out,
+                                   Drop* why) {
   const IpAddr& dst = eg.encap ? eg.tunnel_dst : m.dst;
   // Most packets go to a few backends and routers: a small cache of next hops saves the LPM
   // lookup and the neighbor hashing per packet.
@@ -129,11 +133,18 @@ Next route_one(WorkerCtx& c, Burst& b, rte_mbuf* mb, PacketMeta& m, const Egress
   return kNextPending;
 }
 
+}  // namespace
+
+Next route_one(WorkerCtx& c, Burst& b, rte_mbuf* mb, PacketMeta& m, const Egress& eg, uint16_t i,
+               uint16_t* out_port, IpAddr* nh_out, Drop* why) {
+  return route_packet(c, b, mb, m, eg, i, out_port, nh_out, why);
+}
+
 void stage_route(WorkerCtx& c, Burst& b, rte_mbuf** pkts, uint16_t n) {
   for (uint16_t i = 0; i < n; ++i) {
     if (b.next[i] != kNextRoute) continue;
     Drop why = Drop::kNone;
-    b.next[i] = route_one(c, b, pkts[i], b.meta[i], b.egress[i], i, &b.out[i], &b.nh[i], &why);
+    b.next[i] = route_packet(c, b, pkts[i], b.meta[i], b.egress[i], i, &b.out[i], &b.nh[i], &why);
     if (b.next[i] == kNextDrop) b.drop[i] = why;
   }
 }
