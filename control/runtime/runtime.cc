@@ -601,15 +601,10 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
       // meshgate_tcp_* (dataplane/tcp/tcp_counters.def) and meshgate_proxy_*
       // (dataplane/proxy/proxy_counters.def), summed over workers.
       admin->add_metrics_source([&views](PromWriter& w) {
-        static constexpr const char* kTcpHelp[] = {
-#define MG_TCP_COUNTER(e, name, desc) desc,
-#include "dataplane/tcp/tcp_counters.def"
-#undef MG_TCP_COUNTER
-        };
         const ProxyTotals pt = proxy_totals(views);
         for (uint32_t i = 0; i < dp::tcp::kTcpCounterCount; ++i) {
           w.family(std::string("meshgate_tcp_") + dp::tcp::kTcpCounterNames[i] + "_total",
-                   MetricType::kCounter, kTcpHelp[i]);
+                   MetricType::kCounter, dp::tcp::kTcpCounterHelp[i]);
           w.sample(pt.sum.tcp[i]);
         }
         w.family("meshgate_tcp_connections", MetricType::kGauge,

@@ -163,7 +163,7 @@ ctype=$(curl -s -o "$TMP/metrics.txt" -w '%{content_type}' "http://$A/metrics")
 python3 - "$TMP/metrics.txt" "$MG_SOURCE_DIR/dataplane/drop_reasons.def" <<'PY' || fail "/metrics"
 import re, sys
 text = open(sys.argv[1]).read()
-reasons = re.findall(r'^MG_DROP\(\w+, "(\w+)"', open(sys.argv[2]).read(), re.M)
+reasons = re.findall(r'^MG_COUNTER\(\w+, "(\w+)"', open(sys.argv[2]).read(), re.M)
 assert len(reasons) > 30
 name = r'meshgate_[a-zA-Z0-9_:]*'
 lv = r'"(?:[^"\\\n]|\\.)*"'
