@@ -93,11 +93,6 @@ struct EnumName {
 };
 
 constexpr EnumName<L4Proto> kProtocols[] = {{"tcp", L4Proto::kTcp}, {"udp", L4Proto::kUdp}};
-constexpr EnumName<ForwardMode> kModes[] = {{"dnat", ForwardMode::kDnat},
-                                            {"fullnat", ForwardMode::kFullnat},
-                                            {"dsr-ipip", ForwardMode::kDsrIpip},
-                                            {"dsr-gue", ForwardMode::kDsrGue},
-                                            {"proxy", ForwardMode::kProxy}};
 constexpr EnumName<BackendRemoval> kBackendRemovals[] = {{"keep", BackendRemoval::kKeep},
                                                          {"reset", BackendRemoval::kReset}};
 constexpr EnumName<IcmpEcho> kIcmpEchoes[] = {{"answer", IcmpEcho::kAnswer},
@@ -396,9 +391,10 @@ class Parser {
     }
   }
 
-  template <typename E, size_t N>
+  // `names`: a table of {name, value} rows (EnumName here, dp::kModeNames for modes).
+  template <typename Row, size_t N, typename E>
   void read_enum(const toml::table& t, const std::string& path, std::string_view key,
-                 const EnumName<E> (&names)[N], E& out) {
+                 const Row (&names)[N], E& out) {
     std::string expected = "one of ";
     for (size_t i = 0; i < N; ++i) expected += (i ? ", " : "") + std::string(names[i].name);
     const toml::node* n = field(t, path, key, false, expected);
@@ -693,7 +689,7 @@ ServiceConfig Parser::parse_service(const toml::table& t, const std::string& p) 
   read_ip(t, p, "vip", s.vip, true);
   read_int(t, p, "port", kL4PortSpec, s.port, true);
   read_enum(t, p, "protocol", kProtocols, s.protocol);
-  read_enum(t, p, "mode", kModes, s.mode);
+  read_enum(t, p, "mode", dp::kModeNames, s.mode);
   read_int(t, p, "table_size", kTableSizeSpec, s.table_size);
   read_int(t, p, "gue_port", kL4PortSpec, s.gue_port);
   read_enum(t, p, "on_backend_removal", kBackendRemovals, s.on_backend_removal);
@@ -760,7 +756,7 @@ void Parser::parse_mesh(const toml::table& t, MeshConfig& m) {
   read_string(t, p, "cluster_id", m.cluster_id);
   read_string(t, p, "node_id", m.node_id);
   read_string(t, p, "network", m.network);
-  read_enum(t, p, "mode", kModes, m.mode);
+  read_enum(t, p, "mode", dp::kModeNames, m.mode);
   read_int(t, p, "table_size", kTableSizeSpec, m.table_size);
 }
 
@@ -1159,7 +1155,7 @@ class Validator {
           !bad(k + ".mode")) {
         error(k + ".proxy_protocol", std::string("proxy_protocol applies to mode \"proxy\" "
                                                  "only, the service's mode is ") +
-                                         quoted(forward_mode_name(s.mode)));
+                                         quoted(dp::mode_name(s.mode)));
       }
     }
   }
@@ -1208,7 +1204,7 @@ class Validator {
       // DSR forwards the client's packet unchanged inside a tunnel and the backend answers
       // the client directly, so there is no place to translate the port.
       if (dsr && port_ok && !bad(k + ".port") && b.port != s.port) {
-        error(bk + ".port", std::string(forward_mode_name(s.mode)) +
+        error(bk + ".port", std::string(dp::mode_name(s.mode)) +
                                 " cannot translate ports: expected the service port " +
                                 std::to_string(s.port) + ", got " + std::to_string(b.port));
       }
@@ -1228,7 +1224,7 @@ class Validator {
   void check_snat_mode(const std::string& key, ForwardMode mode, std::optional<bool> v4) {
     if (bad(key) || (mode != ForwardMode::kFullnat && mode != ForwardMode::kProxy)) return;
     if (bad("fullnat")) return;
-    const std::string name = quoted(forward_mode_name(mode));
+    const std::string name = quoted(dp::mode_name(mode));
     if (need_local_addresses(key, "mode " + name, "connections to backends")) return;
     if (v4 && !has_local_address(*v4) && !bad("fullnat.local_addresses")) {
       error(key, "mode " + name + " needs an " + (*v4 ? "IPv4" : "IPv6") +
@@ -1309,7 +1305,7 @@ class Validator {
       if (m.mode != ForwardMode::kDnat && m.mode != ForwardMode::kFullnat &&
           m.mode != ForwardMode::kProxy) {
         error("mesh.mode", std::string("expected one of dnat, fullnat, proxy, got \"") +
-                               forward_mode_name(m.mode) +
+                               dp::mode_name(m.mode) +
                                "\" (mesh endpoints are not set up for DSR)");
       } else if (m.source != MeshSource::kNone) {
         check_snat_mode("mesh.mode", m.mode, std::nullopt);

@@ -2,17 +2,6 @@
 
 namespace meshgate::ctl {
 
-const char* forward_mode_name(ForwardMode m) {
-  switch (m) {
-    case ForwardMode::kDnat: return "dnat";
-    case ForwardMode::kFullnat: return "fullnat";
-    case ForwardMode::kDsrIpip: return "dsr-ipip";
-    case ForwardMode::kDsrGue: return "dsr-gue";
-    case ForwardMode::kProxy: return "proxy";
-  }
-  return "?";
-}
-
 std::string echoed_key(std::string_view k) {
   if (k.size() <= kMaxEchoedKey) return std::string(k);
   return std::string(k.substr(0, kMaxEchoedKey)) + "\u2026";
