@@ -3,13 +3,15 @@
 
 #include <cstdint>
 
+#include "dataplane/common/counter_table.h"
+
 namespace meshgate::dp {
 
 enum class Drop : uint8_t {
   kNone = 0,
-#define MG_DROP(e, name, desc) e,
+#define MG_COUNTER MG_COUNTER_ENUMERATOR
 #include "dataplane/drop_reasons.def"
-#undef MG_DROP
+#undef MG_COUNTER
   kCount
 };
 
@@ -17,16 +19,16 @@ inline constexpr uint32_t kNumDrops = uint32_t(Drop::kCount);
 
 inline constexpr const char* kDropNames[] = {
     "none",
-#define MG_DROP(e, name, desc) name,
+#define MG_COUNTER MG_COUNTER_NAME
 #include "dataplane/drop_reasons.def"
-#undef MG_DROP
+#undef MG_COUNTER
 };
 
 inline constexpr const char* kDropDescriptions[] = {
     "not dropped",
-#define MG_DROP(e, name, desc) desc,
+#define MG_COUNTER MG_COUNTER_HELP
 #include "dataplane/drop_reasons.def"
-#undef MG_DROP
+#undef MG_COUNTER
 };
 
 inline const char* drop_name(Drop d) { return kDropNames[uint32_t(d)]; }

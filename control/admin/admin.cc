@@ -35,17 +35,6 @@ std::string flow_state(const dp::FlowRecord& r) {
   return s;
 }
 
-const char* mode_name(dp::Mode m) {
-  switch (m) {
-    case dp::Mode::kDnat: return "dnat";
-    case dp::Mode::kFullnat: return "fullnat";
-    case dp::Mode::kDsrIpip: return "dsr-ipip";
-    case dp::Mode::kDsrGue: return "dsr-gue";
-    case dp::Mode::kProxy: return "proxy";
-  }
-  return "other";
-}
-
 // Name of the port whose prefixes hold `a` (how [[route]] / [[neighbor]] pick one by default).
 std::string port_for(const Config& cfg, const std::string& given, const IpAddr& a) {
   if (!given.empty()) return given;
@@ -273,7 +262,7 @@ std::string Admin::config_dump() {
                         {"vip", s.vip.str()},
                         {"port", s.port},
                         {"protocol", s.protocol == L4Proto::kTcp ? "tcp" : "udp"},
-                        {"mode", forward_mode_name(s.mode)},
+                        {"mode", dp::mode_name(s.mode)},
                         {"table_size", table_size},
                         {"source", s.source},
                         {"endpoints", eps}});
@@ -392,7 +381,7 @@ nlohmann::json flow_record_json(const dp::FlowRecord& f,
           {"local", snat ? endpoint_str(f.local, f.local_port) : ""},
           {"backend", endpoint_str(f.backend, f.backend_port)},
           {"service", named ? names[f.stat_id].service : ""},
-          {"mode", mode_name(f.mode)},
+          {"mode", dp::mode_name(f.mode)},
           {"state", flow_state(f)},
           {"age_ms", f.age_ms},
           {"expires_in_ms", f.expires_in_ms}};

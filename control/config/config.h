@@ -14,6 +14,7 @@
 #include "control/common/result.h"
 #include "dataplane/common/limits.h"
 #include "dataplane/common/net_types.h"
+#include "dataplane/snapshot/mode.h"
 
 namespace meshgate::ctl {
 
@@ -83,7 +84,9 @@ inline constexpr uint16_t kDefaultGuePort = 6080;
 inline constexpr uint32_t kDefaultDrainTimeoutMs = 5000;
 inline constexpr uint32_t kMaxDrainTimeoutMs = 600000;  // 10 min: beyond it, use SIGINT
 
-enum class ForwardMode : uint8_t { kDnat, kFullnat, kDsrIpip, kDsrGue, kProxy };
+// A service's forwarding mode: the dataplane's own enum, with its name table
+// (dataplane/snapshot/mode.h), so the config, its messages and every output share one spelling.
+using ForwardMode = dp::Mode;
 
 // mode = "proxy": what goes first on the connection to the backend. v2 is the binary PROXY
 // protocol header (HAProxy's spec, section 2.2) with the client's address and the VIP.
@@ -103,7 +106,6 @@ inline constexpr uint32_t kDefaultProxyBufferBytes = 256 * 1024;
 inline constexpr uint32_t kDefaultProxyMemoryMb = 64;
 // Linux's TIME-WAIT length (docs/TCP.md explains why not 2 x 2 minutes).
 inline constexpr uint32_t kDefaultProxyTimeWaitS = 60;
-const char* forward_mode_name(ForwardMode m);
 // True when some service (or the mesh's mode) uses mode = "proxy".
 struct Config;
 bool uses_proxy(const Config& c);

@@ -46,7 +46,7 @@ std::optional<MeshRuntime::Pending> MeshRuntime::poll() {
     // Without an [hbone] certificate source the gateway cannot originate HBONE: such endpoints
     // are forwarded with [mesh] mode.
     log(LogLevel::kWarn, "mesh_hbone_unavailable", "endpoints=%zu forwarded_as=%s reason=%s",
-        m.stats.hbone_endpoints, forward_mode_name(cfg_.mesh.mode),
+        m.stats.hbone_endpoints, dp::mode_name(cfg_.mesh.mode),
         "no [hbone] cert_chain or ca_address");
   }
   for (auto& s : m.specs) p.services.push_back(std::move(s));

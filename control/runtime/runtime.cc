@@ -10,8 +10,8 @@
 #include <rte_mbuf.h>
 #include <rte_mbuf_dyn.h>
 #include <rte_ring.h>
-#include <malloc.h>
 #include <rte_ring_elem.h>
+#include <malloc.h>
 #include <sched.h>
 #include <signal.h>
 #include <unistd.h>
@@ -26,23 +26,22 @@
 #include <memory>
 #include <thread>
 
-#include "control/flowsteer/flowsteer.h"
-#include "control/mesh/authz.h"
-#include "control/mesh/mesh_runtime.h"
-#include "dataplane/common/eal_cleanup.h"
 #include "control/admin/admin.h"
 #include "control/certs/cert_info.h"
 #include "control/certs/cert_provider.h"
-#include "control/admin/prometheus.h"
-#include "control/mesh/xds_provider.h"
+#include "control/flowsteer/flowsteer.h"
+#include "control/mesh/authz.h"
+#include "control/mesh/mesh_runtime.h"
 #include "control/runtime/eal.h"
+#include "control/runtime/gateway_metrics.h"
 #include "control/runtime/ports.h"
 #include "control/snapshot/builder.h"
 #include "control/snapshot/publisher.h"
 #include "control/stats/stats.h"
+#include "dataplane/common/eal_cleanup.h"
+#include "dataplane/hbone/gateway.h"
 #include "dataplane/l2/neighbor.h"
 #include "dataplane/nat/rss.h"
-#include "dataplane/hbone/gateway.h"
 #include "dataplane/proxy/proxy.h"
 #include "dataplane/worker/worker.h"
 
@@ -167,121 +166,222 @@ dp::ProxyParams proxy_params(const Config& cfg) {
   return pp;
 }
 
-int run_gateway(const Config& cfg, const RunOptions& opt) {
-  // HBONE's buffers are heap vectors that reach MiBs under back-pressure (docs/HBONE.md,
-  // "Abuse"). A fixed threshold gives every block of 256 KiB or more its own mapping, returned
-  // to the kernel when freed; glibc's dynamic threshold would rise after the first such free
-  // and keep later blocks in worker arenas that never shrink (RSS held after the load left).
-  mallopt(M_MMAP_THRESHOLD, 256 * 1024);
-  const bool replay = !opt.pcap_in.empty();
-  uint32_t workers = opt.workers ? opt.workers : cfg.gateway.workers;
+namespace {
+
+enum class Phase { kRunning, kDraining, kStopping };
+
+// One gateway run. run_gateway calls the steps in order; each logs its own failure, and
+// teardown() frees whatever the steps got, in reverse order, whichever step failed.
+class GatewayRun {
+ public:
+  GatewayRun(const Config& cfg, const RunOptions& opt) : cfg_(cfg), opt_(opt) {}
+
+  // Before the EAL: the worker count, the replay input, the mbuf budget, the stack and HBONE
+  // settings, and whether the config fits the host's memory. kExitOk, else the exit code.
+  int plan();
+  // The EAL with the planned memory and lcores. kExitOk, else the exit code (EAL cleaned up).
+  int start_eal();
+  // The mbuf pool, the registries and the snapshot builder's helper threads.
+  bool create_pools();
+  // The admin API (live mode with [admin] listen): /ready answers 503 while the rest starts.
+  bool start_admin();
+  // The gateway's certificate source, and the first certificate if one is ready.
+  void start_certificates();
+  bool start_ports();
+  bool init_publisher();
+  // The mesh provider; a mesh file's model is in the first snapshot.
+  bool start_mesh();
+  // The first snapshot: the mesh's, else the config's services.
+  bool publish_first_snapshot();
+  // Flow steering, RSS predictors, handoff rings, then each worker on its lcore.
+  bool start_workers();
+  // The optional parts' /metrics families; then the admin API answers every query.
+  void register_metrics();
+  // Until every worker stopped: signals, drain, admin ticks, neighbor fan-out, providers,
+  // snapshot reclamation, replay progress.
+  void control_loop();
+  // After the workers stopped: providers and admin stopped, the summary and --stats-json.
+  // The exit code.
+  int finish();
+  void teardown();
+
+ private:
+  int plan_workers();
+  void plan_buffers();
+  int check_memory();
+  bool create_rings();
+  bool init_workers();
+  bool take_certificate(CertBundle b);
+  bool publish_services(std::vector<ServiceSpec> services, const char* why);
+  void poll_mesh();
+  void poll_certificate();
+  void act_on_signals(std::chrono::steady_clock::time_point now);
+  void check_drain(std::chrono::steady_clock::time_point now);
+  void stop_workers();
+  bool workers_done() const;
+  void fan_out_neighbors();
+  void show_progress();
+
+  const Config& cfg_;
+  const RunOptions& opt_;
+  bool replay_ = false;
+  uint32_t workers_ = 0;
+  uint64_t replay_packets_ = 0;
+  std::vector<PortSetup> setups_;
+  uint32_t per_worker_flows_ = 0;
+  uint64_t mbufs_ = 0;
+  bool hbone_ = false;
+  bool proxy_ = false;
+  dp::ProxyParams proxy_cfg_;
+  dp::hbone::GatewayParams hbone_cfg_;
+  cpu_set_t allowed_cpus_;
+  EalPlan plan_;
+
+  rte_mempool* pool_ = nullptr;
+  std::vector<dp::PortRuntime> ports_;
+  SnapshotPublisher publisher_;
+  std::unique_ptr<Registries> reg_;
+  std::vector<std::unique_ptr<dp::RssPredictor>> rss_;
+  std::vector<SteeringResult> steering_;
+  std::vector<std::vector<rte_ring*>> handoff_;
+  std::vector<WorkerSlot> slots_;
+  std::vector<const dp::Worker*> views_;
+  std::unique_ptr<Admin> admin_;
+  std::unique_ptr<mesh::MeshRuntime> mesh_rt_;
+  std::unique_ptr<CertProvider> cert_provider_;
+  uint64_t version_ = 0;
+  std::vector<ServiceSpec> last_services_;  // republished with a new certificate
+  std::vector<mesh::Policy> mesh_policies_;  // what reg_->policies was compiled from
+
+  Phase phase_ = Phase::kRunning;
+  std::chrono::steady_clock::time_point drain_start_, drain_deadline_;
+  bool progress_ = false;
+  std::chrono::steady_clock::time_point last_progress_;
+  uint64_t last_rx_ = 0;
+};
+
+int GatewayRun::plan() {
+  if (const int rc = plan_workers(); rc != kExitOk) return rc;
+  plan_buffers();
+  return check_memory();
+}
+
+// The worker count and, for a replay, the pcap input in place of the first port.
+int GatewayRun::plan_workers() {
+  replay_ = !opt_.pcap_in.empty();
+  workers_ = opt_.workers ? opt_.workers : cfg_.gateway.workers;
   // The validator and the command line keep to these; a config built in code might not, and
   // the per-worker and per-port arrays below are sized by them.
-  if (workers < 1 || workers > dp::kMaxWorkers || cfg.ports.size() > dp::kMaxPorts) {
+  if (workers_ < 1 || workers_ > dp::kMaxWorkers || cfg_.ports.size() > dp::kMaxPorts) {
     log(LogLevel::kError, "usage", "error=\"at most %u workers and %u ports\" workers=%u ports=%zu",
-        dp::kMaxWorkers, dp::kMaxPorts, workers, cfg.ports.size());
+        dp::kMaxWorkers, dp::kMaxPorts, workers_, cfg_.ports.size());
     return kExitUsage;
   }
-  uint64_t replay_packets = 0;
-  std::vector<PortSetup> setups;
-  for (const auto& p : cfg.ports) setups.push_back(PortSetup{&p, p.device});
-  if (replay) {
-    for (const std::string& f : {opt.pcap_in, opt.pcap_out}) {
+  for (const auto& p : cfg_.ports) setups_.push_back(PortSetup{&p, p.device});
+  if (replay_) {
+    for (const std::string& f : {opt_.pcap_in, opt_.pcap_out}) {
       if (f.find(',') != std::string::npos) {
-        log(LogLevel::kError, "usage", "error=\"pcap paths must not contain ','\" path=\"%s\"", f.c_str());
+        log(LogLevel::kError, "usage", "error=\"pcap paths must not contain ','\" path=\"%s\"",
+            f.c_str());
         return kExitUsage;
       }
     }
-    auto n = count_pcap_packets(opt.pcap_in);
+    auto n = count_pcap_packets(opt_.pcap_in);
     if (!n) {
       log(LogLevel::kError, "usage", "error=\"%s\"", n.error().message.c_str());
       return kExitUsage;
     }
-    replay_packets = *n;
+    replay_packets_ = *n;
     // net_pcap has one RX queue per rx_pcap file: the replay runs on one worker.
-    if (workers != 1) {
-      log(LogLevel::kInfo, "replay_single_worker", "configured_workers=%u", workers);
-      workers = 1;
+    if (workers_ != 1) {
+      log(LogLevel::kInfo, "replay_single_worker", "configured_workers=%u", workers_);
+      workers_ = 1;
     }
-    const std::string out = opt.pcap_out.empty() ? "/dev/null" : opt.pcap_out;
-    setups[0].device = "net_pcap_replay0,rx_pcap=" + opt.pcap_in + ",tx_pcap=" + out;
+    const std::string out = opt_.pcap_out.empty() ? "/dev/null" : opt_.pcap_out;
+    setups_[0].device = "net_pcap_replay0,rx_pcap=" + opt_.pcap_in + ",tx_pcap=" + out;
   }
+  return kExitOk;
+}
 
-  const uint32_t per_worker_flows = std::max<uint32_t>(1024, cfg.conntrack.max_flows / workers);
-  uint64_t mbufs = 0;
-  for (const auto& p : cfg.ports) mbufs += uint64_t(workers) * (p.rx_descriptors + p.tx_descriptors);
-  mbufs += uint64_t(workers) * (4 * dp::kBurst + dp::PendingQueue::kCapacity + kMbufCache) + 4096;
-  // HBONE runs on the proxy's TCP stack: with [hbone] certificates the stack runs too.
-  const bool hbone = uses_hbone(cfg);
-  const bool proxy = uses_proxy(cfg) || hbone;
-  dp::ProxyParams proxy_cfg;
-  dp::hbone::GatewayParams hbone_cfg;
-  hbone_cfg.port = cfg.hbone.port;
-  hbone_cfg.max_connections = cfg.hbone.max_connections;
-  hbone_cfg.max_handshakes = cfg.hbone.max_handshakes;
-  hbone_cfg.max_handshakes_per_source = cfg.hbone.max_handshakes_per_source;
-  hbone_cfg.limits.handshake_timeout_ms = cfg.hbone.handshake_timeout_ms;
-  hbone_cfg.memory_bytes = uint64_t(cfg.hbone.memory_mb) << 20;
-  if (getrandom(&hbone_cfg.source_seed, sizeof hbone_cfg.source_seed, 0) !=
-      ssize_t(sizeof hbone_cfg.source_seed)) {
-    hbone_cfg.source_seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+// Flow tables, the TCP stack's and HBONE's settings, and the mbufs all of them need.
+void GatewayRun::plan_buffers() {
+  per_worker_flows_ = std::max<uint32_t>(1024, cfg_.conntrack.max_flows / workers_);
+  for (const auto& p : cfg_.ports) {
+    mbufs_ += uint64_t(workers_) * (p.rx_descriptors + p.tx_descriptors);
   }
-  if (proxy) {
-    proxy_cfg = proxy_params(cfg);
+  mbufs_ += uint64_t(workers_) * (4 * dp::kBurst + dp::PendingQueue::kCapacity + kMbufCache) + 4096;
+  // HBONE runs on the proxy's TCP stack: with [hbone] certificates the stack runs too.
+  hbone_ = uses_hbone(cfg_);
+  proxy_ = uses_proxy(cfg_) || hbone_;
+  hbone_cfg_.port = cfg_.hbone.port;
+  hbone_cfg_.max_connections = cfg_.hbone.max_connections;
+  hbone_cfg_.max_handshakes = cfg_.hbone.max_handshakes;
+  hbone_cfg_.max_handshakes_per_source = cfg_.hbone.max_handshakes_per_source;
+  hbone_cfg_.limits.handshake_timeout_ms = cfg_.hbone.handshake_timeout_ms;
+  hbone_cfg_.memory_bytes = uint64_t(cfg_.hbone.memory_mb) << 20;
+  if (getrandom(&hbone_cfg_.source_seed, sizeof hbone_cfg_.source_seed, 0) !=
+      ssize_t(sizeof hbone_cfg_.source_seed)) {
+    hbone_cfg_.source_seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+  }
+  if (proxy_) {
+    proxy_cfg_ = proxy_params(cfg_);
     // Buffered TCP data is received mbufs (one per segment, >= 1 KiB of payload each when the
     // budget is what limits), plus the frames the stacks emit between two drains.
-    mbufs += uint64_t(workers) *
-             ((uint64_t(cfg.proxy.memory_mb) << 20) / 1024 + dp::kProxyOutQueue);
+    mbufs_ += uint64_t(workers_) *
+              ((uint64_t(cfg_.proxy.memory_mb) << 20) / 1024 + dp::kProxyOutQueue);
   }
   // net_pcap with infinite_rx copies its whole file into the RX pool at start: make room.
-  for (const auto& st : setups) {
+  for (const auto& st : setups_) {
     const std::string& d = st.device;
     if (d.rfind("net_pcap", 0) != 0 || d.find("infinite_rx=1") == std::string::npos) continue;
     const auto at = d.find("rx_pcap=");
     if (at == std::string::npos) continue;
     const std::string path = d.substr(at + 8, d.find(',', at) - (at + 8));
-    if (auto n = count_pcap_packets(path)) mbufs += *n;
+    if (auto n = count_pcap_packets(path)) mbufs_ += *n;
   }
+}
 
+int GatewayRun::check_memory() {
   // The CPUs we were given, before EAL init pins this thread to the main lcore's.
-  cpu_set_t allowed_cpus;
-  CPU_ZERO(&allowed_cpus);
-  if (sched_getaffinity(0, sizeof allowed_cpus, &allowed_cpus) != 0) CPU_SET(0, &allowed_cpus);
+  CPU_ZERO(&allowed_cpus_);
+  if (sched_getaffinity(0, sizeof allowed_cpus_, &allowed_cpus_) != 0) CPU_SET(0, &allowed_cpus_);
   // Memory, before the EAL takes any: what the config asks for must fit what the host has
   // left, or the start would end in the OOM killer's hands, silently. The EAL's part comes
   // from RAM unless hugepages hold it; the Maglev tables are always ordinary memory.
-  const uint64_t tables_mb = (estimate_table_bytes(cfg) + (1u << 20) - 1) >> 20;
-  const bool mbufs_fit = mbufs <= std::numeric_limits<uint32_t>::max();
-  EalPlan plan = plan_eal(cfg, workers, uint32_t(std::min<uint64_t>(mbufs, UINT32_MAX)),
-                          opt.eal_args, opt.log_level);
-  {
-    const bool eal_in_ram = !mbufs_fit || !plan.hugepages;
-    const uint64_t eal_mb = mbufs_fit ? plan.memory_mb : UINT32_MAX;
-    const uint64_t needed_mb = tables_mb + (eal_in_ram ? eal_mb : 0);
-    const uint64_t available_mb = available_memory_mb();
-    if (!mbufs_fit || (available_mb != 0 && needed_mb > available_mb)) {
-      log(LogLevel::kError, "memory_insufficient",
-          "needed_mb=%lu available_mb=%lu eal_mb=%lu maglev_tables_mb=%lu services=%zu "
-          "error=\"the config needs about %lu MiB (EAL: mbufs and flow tables %lu MiB%s; Maglev "
-          "tables of %zu services %lu MiB), more than the %lu MiB this host has available; "
-          "lower conntrack.max_flows, proxy.memory_mb, table_size or the service count\"",
-          (unsigned long)needed_mb, (unsigned long)available_mb, (unsigned long)eal_mb,
-          (unsigned long)tables_mb, cfg.services.size(), (unsigned long)needed_mb,
-          (unsigned long)eal_mb, eal_in_ram ? "" : " in hugepages", cfg.services.size(),
-          (unsigned long)tables_mb, (unsigned long)available_mb);
-      return kExitUsage;
-    }
+  const uint64_t tables_mb = (estimate_table_bytes(cfg_) + (1u << 20) - 1) >> 20;
+  const bool mbufs_fit = mbufs_ <= std::numeric_limits<uint32_t>::max();
+  plan_ = plan_eal(cfg_, workers_, uint32_t(std::min<uint64_t>(mbufs_, UINT32_MAX)),
+                   opt_.eal_args, opt_.log_level);
+  const bool eal_in_ram = !mbufs_fit || !plan_.hugepages;
+  const uint64_t eal_mb = mbufs_fit ? plan_.memory_mb : UINT32_MAX;
+  const uint64_t needed_mb = tables_mb + (eal_in_ram ? eal_mb : 0);
+  const uint64_t available_mb = available_memory_mb();
+  if (!mbufs_fit || (available_mb != 0 && needed_mb > available_mb)) {
+    log(LogLevel::kError, "memory_insufficient",
+        "needed_mb=%lu available_mb=%lu eal_mb=%lu maglev_tables_mb=%lu services=%zu "
+        "error=\"the config needs about %lu MiB (EAL: mbufs and flow tables %lu MiB%s; Maglev "
+        "tables of %zu services %lu MiB), more than the %lu MiB this host has available; "
+        "lower conntrack.max_flows, proxy.memory_mb, table_size or the service count\"",
+        (unsigned long)needed_mb, (unsigned long)available_mb, (unsigned long)eal_mb,
+        (unsigned long)tables_mb, cfg_.services.size(), (unsigned long)needed_mb,
+        (unsigned long)eal_mb, eal_in_ram ? "" : " in hugepages", cfg_.services.size(),
+        (unsigned long)tables_mb, (unsigned long)available_mb);
+    return kExitUsage;
   }
-  if (auto r = init_eal(plan); !r) {
+  return kExitOk;
+}
+
+int GatewayRun::start_eal() {
+  if (auto r = init_eal(plan_); !r) {
     // Say what the EAL was asked for and what the host has: the usual cause is memory.
     log(LogLevel::kError, "eal_init_failed",
         "error=\"%s\" estimated_mb=%u hugepages=%s free_hugepages_mb=%lu eal_args=%s "
         "hint=\"%s\"",
-        r.error().message.c_str(), plan.memory_mb, plan.hugepages ? "yes" : "no",
-        (unsigned long)free_hugepage_mb(), opt.eal_args.empty() ? "default" : "user",
-        opt.eal_args.empty()
+        r.error().message.c_str(), plan_.memory_mb, plan_.hugepages ? "yes" : "no",
+        (unsigned long)free_hugepage_mb(), opt_.eal_args.empty() ? "default" : "user",
+        opt_.eal_args.empty()
             ? "check that the EAL can run here (root, /dev/hugepages or --no-huge memory)"
-            : ("with your EAL arguments, give at least -m " + std::to_string(plan.memory_mb) +
+            : ("with your EAL arguments, give at least -m " + std::to_string(plan_.memory_mb) +
                " (or --socket-mem) and, without hugepages, --no-huge")
                   .c_str());
     return kExitRuntime;
@@ -294,517 +394,468 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
   }
   log(LogLevel::kInfo, "eal_ready",
       "eal_args=%s hugepages=%s memory_mb=%lu estimated_mb=%u lcores=%u workers=%u",
-      opt.eal_args.empty() ? "default" : "user", plan.hugepages ? "yes" : "no",
-      (unsigned long)(heap_bytes >> 20), plan.memory_mb, rte_lcore_count(), workers);
-  if (rte_lcore_count() < workers + 1) {
-    log(LogLevel::kError, "not_enough_lcores", "lcores=%u needed=%u", rte_lcore_count(), workers + 1);
+      opt_.eal_args.empty() ? "default" : "user", plan_.hugepages ? "yes" : "no",
+      (unsigned long)(heap_bytes >> 20), plan_.memory_mb, rte_lcore_count(), workers_);
+  if (rte_lcore_count() < workers_ + 1) {
+    log(LogLevel::kError, "not_enough_lcores", "lcores=%u needed=%u", rte_lcore_count(),
+        workers_ + 1);
     dp::eal_cleanup();
     return kExitRuntime;
   }
+  return kExitOk;
+}
 
-  int rc = kExitOk;
-  rte_mempool* pool = rte_pktmbuf_pool_create("mg_mbufs", uint32_t(mbufs), kMbufCache, 0,
-                                              RTE_MBUF_DEFAULT_BUF_SIZE, int(rte_socket_id()));
-  std::vector<dp::PortRuntime> ports;
-  SnapshotPublisher publisher;
+bool GatewayRun::create_pools() {
+  pool_ = rte_pktmbuf_pool_create("mg_mbufs", uint32_t(mbufs_), kMbufCache, 0,
+                                  RTE_MBUF_DEFAULT_BUF_SIZE, int(rte_socket_id()));
   // After EAL init: the address registry lives in DPDK memory.
-  auto reg = std::make_unique<Registries>();
-  StatRegistry& registry = reg->stats;
-  {
-    const uint32_t n = resolve_build_threads(cfg.control.build_threads, workers,
-                                             std::thread::hardware_concurrency());
-    const cpu_set_t cpus = non_worker_cpus(allowed_cpus, workers);
-    const bool pinned = reg->pool.start(n, &cpus);
-    log(pinned ? LogLevel::kInfo : LogLevel::kWarn, "snapshot_builder",
-        "build_threads=%u configured=%u helper_cpus=%d pinned=%s", n, cfg.control.build_threads,
-        CPU_COUNT(&cpus), pinned ? "yes" : "no");
+  reg_ = std::make_unique<Registries>();
+  const uint32_t n = resolve_build_threads(cfg_.control.build_threads, workers_,
+                                           std::thread::hardware_concurrency());
+  const cpu_set_t cpus = non_worker_cpus(allowed_cpus_, workers_);
+  const bool pinned = reg_->pool.start(n, &cpus);
+  log(pinned ? LogLevel::kInfo : LogLevel::kWarn, "snapshot_builder",
+      "build_threads=%u configured=%u helper_cpus=%d pinned=%s", n, cfg_.control.build_threads,
+      CPU_COUNT(&cpus), pinned ? "yes" : "no");
+  handoff_.assign(workers_, std::vector<rte_ring*>(workers_, nullptr));
+  slots_.resize(workers_);
+  if (!pool_) {
+    log(LogLevel::kError, "mempool_failed", "mbufs=%lu error=\"%s\"", (unsigned long)mbufs_,
+        rte_strerror(rte_errno));
+    return false;
   }
-  std::vector<std::unique_ptr<dp::RssPredictor>> rss;
-  std::vector<SteeringResult> steering;
-  std::vector<std::vector<rte_ring*>> handoff(workers, std::vector<rte_ring*>(workers, nullptr));
-  std::vector<WorkerSlot> slots(workers);
-  std::vector<const dp::Worker*> views;
-  std::unique_ptr<Admin> admin;
-  std::unique_ptr<mesh::MeshRuntime> mesh_rt;
-  uint64_t version = 0;
-  // A new service list -> snapshot -> publish. On failure the running snapshot stays.
-  std::unique_ptr<CertProvider> cert_provider;
-  std::vector<ServiceSpec> last_services;
-  // A certificate for the snapshots: its metadata and one TLS context per worker (built here,
-  // on the control thread). False, with the running ones kept, when no context can be built.
-  auto take_certificate = [&](CertBundle b) {
-    std::vector<std::shared_ptr<const dp::tls::Context>> contexts;
-    dp::tls::ContextConfig tc;
-    tc.cert_chain_pem = b.chain_pem;
-    tc.private_key_pem = b.key_pem;
-    tc.trust_bundle_pem = b.roots_pem;
-    tc.trust_domain = cfg.hbone.trust_domain;
-    for (uint32_t w = 0; w < workers; ++w) {
-      std::string err;
-      std::shared_ptr<const dp::tls::Context> c = dp::tls::Context::create(tc, err);
-      if (!c) {
-        log(LogLevel::kError, "certificate_unusable", "identity=%s error=\"%s\" keeping=%s",
-            b.identity.c_str(), err.c_str(), reg->tls_contexts.empty() ? "none" : "the previous");
-        return false;
-      }
-      contexts.push_back(std::move(c));
-    }
-    reg->tls_contexts = std::move(contexts);
-    reg->certificates = std::make_shared<const std::vector<CertInfo>>(std::move(b.info));
-    return true;
-  };
-  auto publish_services = [&](std::vector<ServiceSpec> services, const char* why) {
-    const auto t0 = std::chrono::steady_clock::now();
-    auto snap = build_snapshot(cfg, services, ports, *reg, version + 1);
-    const double build_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (!snap) {
-      log(LogLevel::kError, "snapshot_failed", "version=%lu reason=%s error=\"%s\"",
-          (unsigned long)(version + 1), why, snap.error().message.c_str());
+  return true;
+}
+
+bool GatewayRun::start_admin() {
+  // The admin API runs in live mode only: replays are batch jobs, and parallel replays would
+  // fight over the port. It starts before the ports and the first snapshot, so that /ready
+  // answers 503 rather than "connection refused" while the gateway comes up, and after EAL
+  // init, so that its threads inherit the main lcore's affinity and stay off worker cores.
+  if (replay_ || cfg_.admin.listen.empty()) return true;
+  auto a = Admin::start(cfg_, reg_->stats, publisher_);
+  if (!a) {
+    log(LogLevel::kError, "admin_start_failed", "listen=\"%s\" error=\"%s\"",
+        cfg_.admin.listen.c_str(), a.error().message.c_str());
+    return false;
+  }
+  admin_ = std::move(a.value());
+  log(LogLevel::kInfo, "admin_listening", "listen=\"%s\"", cfg_.admin.listen.c_str());
+  return true;
+}
+
+void GatewayRun::start_certificates() {
+  // The gateway's certificate ([hbone] files, reloaded on change, or the Istio CA): every
+  // snapshot carries its metadata (/config_dump) and the workers' TLS contexts. Until a
+  // usable one arrives the workers refuse HBONE connections (counted); the rest runs.
+  cert_provider_ = CertProvider::create(cfg_);
+  if (!cert_provider_) return;
+  cert_provider_->start();
+  if (auto b = cert_provider_->poll()) take_certificate(std::move(b.value()));
+}
+
+// A certificate for the snapshots: its metadata and one TLS context per worker (built here, on
+// the control thread). False, with the running ones kept, when no context can be built.
+bool GatewayRun::take_certificate(CertBundle b) {
+  std::vector<std::shared_ptr<const dp::tls::Context>> contexts;
+  dp::tls::ContextConfig tc;
+  tc.cert_chain_pem = b.chain_pem;
+  tc.private_key_pem = b.key_pem;
+  tc.trust_bundle_pem = b.roots_pem;
+  tc.trust_domain = cfg_.hbone.trust_domain;
+  for (uint32_t w = 0; w < workers_; ++w) {
+    std::string err;
+    std::shared_ptr<const dp::tls::Context> c = dp::tls::Context::create(tc, err);
+    if (!c) {
+      log(LogLevel::kError, "certificate_unusable", "identity=%s error=\"%s\" keeping=%s",
+          b.identity.c_str(), err.c_str(), reg_->tls_contexts.empty() ? "none" : "the previous");
       return false;
     }
-    ++version;
-    publisher.publish(*snap);
-    log(LogLevel::kInfo, "snapshot_published",
-        "version=%lu reason=%s services=%zu backends=%zu build_ms=%.1f tables_built=%zu "
-        "tables_reused=%zu",
-        (unsigned long)version, why, (*snap)->services.size(), (*snap)->backends.size(), build_ms,
-        reg->last_build.tables_built, reg->last_build.tables_reused);
-    if (cert_provider) last_services = services;  // a new certificate republishes them
-    if (admin) admin->set_services(std::move(services));
-    return true;
-  };
-  do {
-    if (!pool) {
-      log(LogLevel::kError, "mempool_failed", "mbufs=%lu error=\"%s\"", (unsigned long)mbufs,
-          rte_strerror(rte_errno));
-      rc = kExitRuntime;
-      break;
-    }
-    // The admin API runs in live mode only: replays are batch jobs, and parallel replays would
-    // fight over the port. It starts before the ports and the first snapshot, so that /ready
-    // answers 503 rather than "connection refused" while the gateway comes up, and after EAL
-    // init, so that its threads inherit the main lcore's affinity and stay off worker cores.
-    if (!replay && !cfg.admin.listen.empty()) {
-      auto a = Admin::start(cfg, registry, publisher);
-      if (!a) {
-        log(LogLevel::kError, "admin_start_failed", "listen=\"%s\" error=\"%s\"",
-            cfg.admin.listen.c_str(), a.error().message.c_str());
-        rc = kExitRuntime;
-        break;
-      }
-      admin = std::move(a.value());
-      log(LogLevel::kInfo, "admin_listening", "listen=\"%s\"", cfg.admin.listen.c_str());
-    }
-    // The gateway's certificate ([hbone] files, reloaded on change, or the Istio CA): every
-    // snapshot carries its metadata (/config_dump) and the workers' TLS contexts. Until a
-    // usable one arrives the workers refuse HBONE connections (counted); the rest runs.
-    cert_provider = CertProvider::create(cfg);
-    if (cert_provider) {
-      cert_provider->start();
-      if (auto b = cert_provider->poll()) take_certificate(std::move(b.value()));
-    }
-    if (admin && cert_provider) {
-      admin->add_metrics_source([c = &cert_provider->counters()](PromWriter& w) {
-        w.family("meshgate_cert_issued_total", MetricType::kCounter,
-                 "certificates taken (from the Istio CA or reloaded files)");
-        w.sample(c->issued.load(std::memory_order_relaxed));
-        w.family("meshgate_cert_failures_total", MetricType::kCounter,
-                 "certificate requests or reloads that failed (the old certificate stays)");
-        w.sample(c->failures.load(std::memory_order_relaxed));
-        w.family("meshgate_cert_expiry_unix_seconds", MetricType::kGauge,
-                 "not-after of the certificate in use (0: none)");
-        w.sample(uint64_t(std::max<int64_t>(0, c->not_after_unix.load(std::memory_order_relaxed))));
-      });
-    }
-    auto pr = setup_ports(setups, uint16_t(workers), pool, replay);
-    if (!pr) {
-      log(LogLevel::kError, "port_setup_failed", "error=\"%s\"", pr.error().message.c_str());
-      rc = kExitRuntime;
-      break;
-    }
-    ports = std::move(pr.value());
-    if (!publisher.init(workers)) {
-      log(LogLevel::kError, "qsbr_init_failed");
-      rc = kExitRuntime;
-      break;
-    }
-    // The mesh provider starts first so that a mesh file is in the first snapshot; an xDS
-    // provider's first model arrives later and makes the next one.
-    auto mr = mesh::MeshRuntime::create(cfg);
-    if (!mr) {
-      log(LogLevel::kError, "mesh_failed", "error=\"%s\"", mr.error().message.c_str());
-      rc = kExitRuntime;
-      break;
-    }
-    mesh_rt = std::move(mr.value());
-    if (mesh_rt) {
-      if (auto r = mesh_rt->start(); !r) {
-        log(LogLevel::kError, "mesh_failed", "source=%s error=\"%s\"",
-            cfg.mesh.source == MeshSource::kFile ? "file" : "xds", r.error().message.c_str());
-        rc = kExitRuntime;
-        break;
-      }
-    }
-    if (admin && mesh_rt && mesh_rt->xds_counters()) {
-      // meshgate_xds_*: read on the control thread from the provider's relaxed atomics.
-      admin->add_metrics_source([c = mesh_rt->xds_counters()](PromWriter& w) {
-        const auto v = mesh::XdsCountersView::of(*c);
-        auto counter = [&](const char* name, const char* help, uint64_t value) {
-          w.family(name, MetricType::kCounter, help);
-          w.sample(value);
-        };
-        auto gauge = [&](const char* name, const char* help, uint64_t value) {
-          w.family(name, MetricType::kGauge, help);
-          w.sample(value);
-        };
-        counter("meshgate_xds_connects_total", "xDS streams that got a first response", v.connects);
-        counter("meshgate_xds_connect_failures_total", "xDS attempts that ended before a response",
-                v.connect_failures);
-        counter("meshgate_xds_disconnects_total", "connected xDS streams that ended", v.disconnects);
-        w.family("meshgate_xds_responses_total", MetricType::kCounter, "xDS responses by type");
-        w.sample({{"type", "address"}}, v.responses_address);
-        w.sample({{"type", "authorization"}}, v.responses_authorization);
-        counter("meshgate_xds_acks_total", "responses ACKed", v.acks);
-        counter("meshgate_xds_nacks_total", "responses NACKed (some resources rejected)", v.nacks);
-        counter("meshgate_xds_resources_rejected_total", "resources named in NACKs",
-                v.resources_rejected);
-        counter("meshgate_xds_resources_applied_total", "resources added or updated",
-                v.resources_applied);
-        counter("meshgate_xds_resources_removed_total", "resources removed", v.resources_removed);
-        w.family("meshgate_xds_resources", MetricType::kGauge, "resources held now by kind");
-        w.sample({{"kind", "workload"}}, v.workloads);
-        w.sample({{"kind", "service"}}, v.services);
-        w.sample({{"kind", "authorization"}}, v.authorizations);
-        gauge("meshgate_xds_connected", "1 while an xDS stream is up", v.connected);
-        gauge("meshgate_xds_synced", "1 once every type had a first response", v.synced);
-        gauge("meshgate_xds_backoff_ms", "wait before the next connection attempt", v.backoff_ms);
-        gauge("meshgate_xds_last_sync_unix_ms", "wall-clock time of the last applied response",
-              uint64_t(v.last_sync_unix_ms));
-      });
-    }
-    std::vector<mesh::Policy> mesh_policies;  // what reg->policies was compiled from
-    auto poll_mesh = [&]() {
-      auto pending = mesh_rt->poll();
-      if (!pending) return;
-      // The snapshot carries the model's policies, compiled again only when they changed; a
-      // failed build keeps the running ones.
-      auto old_policies = reg->policies;
-      const bool policies_changed = !reg->policies || pending->policies != mesh_policies;
-      if (policies_changed) reg->policies = mesh::compile_policies(pending->policies);
-      if (!publish_services(std::move(pending->services), "mesh")) {
-        reg->policies = std::move(old_policies);
-      } else {
-        if (policies_changed) mesh_policies = pending->policies;
-        mesh_rt->published(*pending);
-        if (admin && mesh_rt->synced()) admin->bridge().mark_mesh_synced();
-        log(LogLevel::kInfo, "mesh_applied",
-            "generation=%lu synced=%s mesh_services=%zu specs=%zu endpoints=%zu policies=%zu",
-            (unsigned long)pending->generation, pending->synced ? "true" : "false",
-            pending->stats.services, pending->stats.specs, pending->stats.endpoints,
-            pending->stats.policies);
-      }
-    };
-    if (mesh_rt) poll_mesh();
-    if (version == 0 && !publish_services(services_from_config(cfg), "config")) {
-      rc = kExitRuntime;
-      break;
-    }
+    contexts.push_back(std::move(c));
+  }
+  reg_->tls_contexts = std::move(contexts);
+  reg_->certificates = std::make_shared<const std::vector<CertInfo>>(std::move(b.info));
+  return true;
+}
 
-    steering = setup_flow_steering(ports, cfg.fullnat.local_addresses, workers);
-    // Software RSS per port with RSS: predicts the queue (worker) of a flow's replies.
-    for (const auto& p : ports) {
-      rss.push_back(!p.reta.empty() && !p.rss_key.empty()
-                        ? std::make_unique<dp::RssPredictor>(p.rss_key, p.reta)
-                        : nullptr);
+bool GatewayRun::start_ports() {
+  auto pr = setup_ports(setups_, uint16_t(workers_), pool_, replay_);
+  if (!pr) {
+    log(LogLevel::kError, "port_setup_failed", "error=\"%s\"", pr.error().message.c_str());
+    return false;
+  }
+  ports_ = std::move(pr.value());
+  return true;
+}
+
+bool GatewayRun::init_publisher() {
+  if (!publisher_.init(workers_)) {
+    log(LogLevel::kError, "qsbr_init_failed");
+    return false;
+  }
+  return true;
+}
+
+bool GatewayRun::start_mesh() {
+  // The mesh provider starts first so that a mesh file is in the first snapshot; an xDS
+  // provider's first model arrives later and makes the next one.
+  auto mr = mesh::MeshRuntime::create(cfg_);
+  if (!mr) {
+    log(LogLevel::kError, "mesh_failed", "error=\"%s\"", mr.error().message.c_str());
+    return false;
+  }
+  mesh_rt_ = std::move(mr.value());
+  if (!mesh_rt_) return true;
+  if (auto r = mesh_rt_->start(); !r) {
+    log(LogLevel::kError, "mesh_failed", "source=%s error=\"%s\"",
+        cfg_.mesh.source == MeshSource::kFile ? "file" : "xds", r.error().message.c_str());
+    return false;
+  }
+  return true;
+}
+
+// A new service list -> snapshot -> publish. On failure the running snapshot stays.
+bool GatewayRun::publish_services(std::vector<ServiceSpec> services, const char* why) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto snap = build_snapshot(cfg_, services, ports_, *reg_, version_ + 1);
+  const double build_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (!snap) {
+    log(LogLevel::kError, "snapshot_failed", "version=%lu reason=%s error=\"%s\"",
+        (unsigned long)(version_ + 1), why, snap.error().message.c_str());
+    return false;
+  }
+  ++version_;
+  publisher_.publish(*snap);
+  log(LogLevel::kInfo, "snapshot_published",
+      "version=%lu reason=%s services=%zu backends=%zu build_ms=%.1f tables_built=%zu "
+      "tables_reused=%zu",
+      (unsigned long)version_, why, (*snap)->services.size(), (*snap)->backends.size(), build_ms,
+      reg_->last_build.tables_built, reg_->last_build.tables_reused);
+  if (cert_provider_) last_services_ = services;  // a new certificate republishes them
+  if (admin_) admin_->set_services(std::move(services));
+  return true;
+}
+
+// A provider that fails keeps the last snapshot forwarding; only new models publish.
+void GatewayRun::poll_mesh() {
+  auto pending = mesh_rt_->poll();
+  if (!pending) return;
+  // The snapshot carries the model's policies, compiled again only when they changed; a
+  // failed build keeps the running ones.
+  auto old_policies = reg_->policies;
+  const bool policies_changed = !reg_->policies || pending->policies != mesh_policies_;
+  if (policies_changed) reg_->policies = mesh::compile_policies(pending->policies);
+  if (!publish_services(std::move(pending->services), "mesh")) {
+    reg_->policies = std::move(old_policies);
+    return;
+  }
+  if (policies_changed) mesh_policies_ = pending->policies;
+  mesh_rt_->published(*pending);
+  if (admin_ && mesh_rt_->synced()) admin_->bridge().mark_mesh_synced();
+  log(LogLevel::kInfo, "mesh_applied",
+      "generation=%lu synced=%s mesh_services=%zu specs=%zu endpoints=%zu policies=%zu",
+      (unsigned long)pending->generation, pending->synced ? "true" : "false",
+      pending->stats.services, pending->stats.specs, pending->stats.endpoints,
+      pending->stats.policies);
+}
+
+// A new or renewed certificate: the next snapshot carries its metadata.
+void GatewayRun::poll_certificate() {
+  auto b = cert_provider_->poll();
+  if (!b) return;
+  auto old_certs = reg_->certificates;
+  auto old_contexts = reg_->tls_contexts;
+  if (take_certificate(std::move(b.value())) && !publish_services(last_services_, "certificate")) {
+    reg_->certificates = std::move(old_certs);
+    reg_->tls_contexts = std::move(old_contexts);
+  }
+}
+
+bool GatewayRun::publish_first_snapshot() {
+  if (mesh_rt_) poll_mesh();
+  return version_ != 0 || publish_services(services_from_config(cfg_), "config");
+}
+
+bool GatewayRun::start_workers() {
+  if (!create_rings() || !init_workers()) return false;
+  if (replay_) log(LogLevel::kInfo, "replay_start", "packets=%lu", (unsigned long)replay_packets_);
+  for (auto& s : slots_) rte_eal_remote_launch(worker_main, s.worker, s.lcore);
+  log(LogLevel::kInfo, "workers_started", "workers=%u", workers_);
+  return true;
+}
+
+// Flow steering and RSS predictors per port; handoff rings between workers.
+bool GatewayRun::create_rings() {
+  steering_ = setup_flow_steering(ports_, cfg_.fullnat.local_addresses, workers_);
+  // Software RSS per port with RSS: predicts the queue (worker) of a flow's replies.
+  for (const auto& p : ports_) {
+    rss_.push_back(!p.reta.empty() && !p.rss_key.empty()
+                       ? std::make_unique<dp::RssPredictor>(p.rss_key, p.reta)
+                       : nullptr);
+  }
+  // Handoff rings, one per ordered pair of workers (SPSC), on the receiver's socket.
+  bool rings_ok = true;
+  for (uint32_t a = 0; a < workers_ && workers_ > 1; ++a) {
+    for (uint32_t b = 0; b < workers_; ++b) {
+      if (a == b) continue;
+      const std::string name = "mg_ho_" + std::to_string(a) + "_" + std::to_string(b);
+      handoff_[a][b] = rte_ring_create(name.c_str(), kHandoffRingSize, SOCKET_ID_ANY,
+                                       RING_F_SP_ENQ | RING_F_SC_DEQ);
+      rings_ok &= handoff_[a][b] != nullptr;
     }
-    // Handoff rings, one per ordered pair of workers (SPSC), on the receiver's socket.
-    bool rings_ok = true;
-    for (uint32_t a = 0; a < workers && workers > 1; ++a) {
-      for (uint32_t b = 0; b < workers; ++b) {
-        if (a == b) continue;
-        const std::string name = "mg_ho_" + std::to_string(a) + "_" + std::to_string(b);
-        handoff[a][b] = rte_ring_create(name.c_str(), kHandoffRingSize, SOCKET_ID_ANY,
-                                        RING_F_SP_ENQ | RING_F_SC_DEQ);
-        rings_ok &= handoff[a][b] != nullptr;
-      }
-    }
-    if (!rings_ok) {
-      log(LogLevel::kError, "handoff_rings_failed", "error=\"%s\"", rte_strerror(rte_errno));
-      rc = kExitRuntime;
-      break;
-    }
-    int ts_offset = rte_mbuf_dynfield_lookup(RTE_MBUF_DYNFIELD_TIMESTAMP_NAME, nullptr);
-    const int ts_bit = rte_mbuf_dynflag_lookup(RTE_MBUF_DYNFLAG_RX_TIMESTAMP_NAME, nullptr);
-    unsigned lcore = rte_get_next_lcore(-1, 1, 0);
-    bool ok = true;
-    for (uint32_t w = 0; w < workers && ok; ++w, lcore = rte_get_next_lcore(lcore, 1, 0)) {
-      WorkerSlot& s = slots[w];
-      s.lcore = lcore;
-      const int socket = int(rte_lcore_to_socket_id(lcore));
-      const std::string n = std::to_string(w);
-      s.to_control = rte_ring_create_elem(("mg_nb_out" + n).c_str(), sizeof(dp::NeighborUpdate),
+  }
+  if (!rings_ok) {
+    log(LogLevel::kError, "handoff_rings_failed", "error=\"%s\"", rte_strerror(rte_errno));
+    return false;
+  }
+  return true;
+}
+
+// Each worker in its lcore's socket memory, with its neighbor rings to and from the control
+// thread.
+bool GatewayRun::init_workers() {
+  const int ts_offset = rte_mbuf_dynfield_lookup(RTE_MBUF_DYNFIELD_TIMESTAMP_NAME, nullptr);
+  const int ts_bit = rte_mbuf_dynflag_lookup(RTE_MBUF_DYNFLAG_RX_TIMESTAMP_NAME, nullptr);
+  unsigned lcore = rte_get_next_lcore(-1, 1, 0);
+  bool ok = true;
+  for (uint32_t w = 0; w < workers_ && ok; ++w, lcore = rte_get_next_lcore(lcore, 1, 0)) {
+    WorkerSlot& s = slots_[w];
+    s.lcore = lcore;
+    const int socket = int(rte_lcore_to_socket_id(lcore));
+    const std::string n = std::to_string(w);
+    s.to_control = rte_ring_create_elem(("mg_nb_out" + n).c_str(), sizeof(dp::NeighborUpdate),
+                                        kNeighborRingSize, socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    s.from_control = rte_ring_create_elem(("mg_nb_in" + n).c_str(), sizeof(dp::NeighborUpdate),
                                           kNeighborRingSize, socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
-      s.from_control = rte_ring_create_elem(("mg_nb_in" + n).c_str(), sizeof(dp::NeighborUpdate),
-                                            kNeighborRingSize, socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
-      void* mem = rte_zmalloc_socket("mg_worker", sizeof(dp::Worker), 64, socket);
-      if (mem) s.worker = new (mem) dp::Worker();
-      dp::WorkerParams wp;
-      wp.index = uint16_t(w);
-      wp.n_workers = uint16_t(workers);
-      wp.socket = socket;
-      wp.ports = ports;
-      wp.snapshot = publisher.slot();
-      wp.addrs = reg->addrs.table();
-      for (uint32_t o = 0; o < workers; ++o) {
-        wp.handoff_to[o] = handoff[w][o];
-        wp.handoff_from[o] = handoff[o][w];
-      }
-      for (size_t pi = 0; pi < rss.size(); ++pi) {
-        wp.rss[pi] = rss[pi].get();
-        wp.flow_steered[pi] = steering[pi].rte_flow;
-      }
-      wp.qsbr = publisher.qsbr();
-      wp.pool = pool;
-      wp.max_flows = per_worker_flows;
-      wp.timeouts.tcp_syn_ms = cfg.conntrack.tcp_syn * 1000;
-      wp.timeouts.tcp_established_ms = cfg.conntrack.tcp_established * 1000;
-      wp.timeouts.tcp_fin_ms = cfg.conntrack.tcp_fin * 1000;
-      wp.timeouts.tcp_time_wait_ms = cfg.conntrack.tcp_time_wait * 1000;
-      wp.timeouts.tcp_close_ms = std::min(cfg.conntrack.tcp_time_wait, 10u) * 1000;
-      wp.timeouts.udp_ms = cfg.conntrack.udp * 1000;
-      wp.timeouts.other_ms = cfg.conntrack.icmp * 1000;
-      wp.neighbor_out = s.to_control;
-      wp.neighbor_in = s.from_control;
-      wp.replay = replay;
-      wp.replay_packets = replay_packets;
-      wp.pipeline = !replay;
-      wp.timestamp_offset = ts_bit >= 0 ? ts_offset : -1;
-      wp.timestamp_flag = ts_bit >= 0 ? (1ull << ts_bit) : 0;
-      wp.proxy = proxy ? &proxy_cfg : nullptr;
-      wp.hbone = hbone ? &hbone_cfg : nullptr;
-      if (!s.to_control || !s.from_control || !s.worker || !s.worker->init(wp)) {
-        log(LogLevel::kError, "worker_init_failed", "worker=%u error=\"out of DPDK memory\"", w);
-        ok = false;
-      }
-      views.push_back(s.worker);
+    void* mem = rte_zmalloc_socket("mg_worker", sizeof(dp::Worker), 64, socket);
+    if (mem) s.worker = new (mem) dp::Worker();
+    dp::WorkerParams wp;
+    wp.index = uint16_t(w);
+    wp.n_workers = uint16_t(workers_);
+    wp.socket = socket;
+    wp.ports = ports_;
+    wp.snapshot = publisher_.slot();
+    wp.addrs = reg_->addrs.table();
+    for (uint32_t o = 0; o < workers_; ++o) {
+      wp.handoff_to[o] = handoff_[w][o];
+      wp.handoff_from[o] = handoff_[o][w];
     }
-    if (!ok) {
+    for (size_t pi = 0; pi < rss_.size(); ++pi) {
+      wp.rss[pi] = rss_[pi].get();
+      wp.flow_steered[pi] = steering_[pi].rte_flow;
+    }
+    wp.qsbr = publisher_.qsbr();
+    wp.pool = pool_;
+    wp.max_flows = per_worker_flows_;
+    wp.timeouts.tcp_syn_ms = cfg_.conntrack.tcp_syn * 1000;
+    wp.timeouts.tcp_established_ms = cfg_.conntrack.tcp_established * 1000;
+    wp.timeouts.tcp_fin_ms = cfg_.conntrack.tcp_fin * 1000;
+    wp.timeouts.tcp_time_wait_ms = cfg_.conntrack.tcp_time_wait * 1000;
+    wp.timeouts.tcp_close_ms = std::min(cfg_.conntrack.tcp_time_wait, 10u) * 1000;
+    wp.timeouts.udp_ms = cfg_.conntrack.udp * 1000;
+    wp.timeouts.other_ms = cfg_.conntrack.icmp * 1000;
+    wp.neighbor_out = s.to_control;
+    wp.neighbor_in = s.from_control;
+    wp.replay = replay_;
+    wp.replay_packets = replay_packets_;
+    wp.pipeline = !replay_;
+    wp.timestamp_offset = ts_bit >= 0 ? ts_offset : -1;
+    wp.timestamp_flag = ts_bit >= 0 ? (1ull << ts_bit) : 0;
+    wp.proxy = proxy_ ? &proxy_cfg_ : nullptr;
+    wp.hbone = hbone_ ? &hbone_cfg_ : nullptr;
+    if (!s.to_control || !s.from_control || !s.worker || !s.worker->init(wp)) {
+      log(LogLevel::kError, "worker_init_failed", "worker=%u error=\"out of DPDK memory\"", w);
+      ok = false;
+    }
+    views_.push_back(s.worker);
+  }
+  return ok;
+}
+
+void GatewayRun::register_metrics() {
+  if (!admin_) return;
+  if (cert_provider_) add_cert_metrics(*admin_, cert_provider_->counters());
+  if (mesh_rt_ && mesh_rt_->xds_counters()) add_xds_metrics(*admin_, *mesh_rt_->xds_counters());
+  if (proxy_) add_proxy_metrics(*admin_, views_);
+  if (hbone_) add_hbone_metrics(*admin_, views_);
+  std::vector<dp::Worker*> running;
+  for (auto& s : slots_) running.push_back(s.worker);
+  admin_->start_serving(std::move(running), ports_);
+  admin_->bridge().mark_snapshot_live();
+}
+
+// Drain (SIGTERM, POST /drain; live only): workers refuse new flows and keep existing ones
+// until no TCP flow is established or [gateway] drain_timeout_ms passed, then stop. SIGINT,
+// and SIGTERM during a replay, stop at once.
+void GatewayRun::control_loop() {
+  // 1 ms period; nothing here is on the packet path.
+  progress_ = replay_ && isatty(STDERR_FILENO);
+  last_progress_ = std::chrono::steady_clock::now();
+  for (;;) {
+    const auto now = std::chrono::steady_clock::now();
+    act_on_signals(now);
+    if (phase_ == Phase::kDraining) check_drain(now);
+    if (admin_) admin_->tick(now);
+    if (workers_done()) break;
+    fan_out_neighbors();
+    if (mesh_rt_ && phase_ != Phase::kStopping) poll_mesh();
+    if (cert_provider_ && phase_ != Phase::kStopping) poll_certificate();
+    publisher_.reclaim();
+    if (progress_) show_progress();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+void GatewayRun::act_on_signals(std::chrono::steady_clock::time_point now) {
+  if (g_sighup) {
+    g_sighup = 0;
+    log(LogLevel::kWarn, "sighup", "action=ignored reason=\"config reload is not supported "
+        "yet; restart meshgate to apply a new config\"");
+  }
+  if (phase_ != Phase::kStopping && (g_sigint || (replay_ && g_sigterm))) {
+    log(LogLevel::kInfo, "stopping", "signal=%d", g_sigint ? int(g_stop_signal) : SIGTERM);
+    stop_workers();
+  }
+  if (phase_ == Phase::kRunning && !replay_ &&
+      (g_sigterm || (admin_ && admin_->bridge().take_drain_request()))) {
+    const StatsTotals t = sum_counters(views_);
+    log(LogLevel::kInfo, "drain_start", "trigger=%s established=%lu active=%lu timeout_ms=%u",
+        g_sigterm ? "sigterm" : "admin", (unsigned long)t.flows_established,
+        (unsigned long)t.flows_active, cfg_.gateway.drain_timeout_ms);
+    for (auto& s : slots_) s.worker->set_draining(true);
+    if (admin_) admin_->bridge().mark_draining();
+    phase_ = Phase::kDraining;
+    drain_start_ = now;
+    drain_deadline_ = now + std::chrono::milliseconds(cfg_.gateway.drain_timeout_ms);
+  }
+}
+
+void GatewayRun::check_drain(std::chrono::steady_clock::time_point now) {
+  const StatsTotals t = sum_counters(views_);
+  // Proxy sessions finish like established flows (new connections are refused).
+  // HBONE connections too (they got GOAWAY; their streams finish).
+  const uint64_t sessions = (proxy_ ? proxy_totals(views_).sum.sessions_active : 0) +
+                            (hbone_ ? hbone_totals(views_).sum.connections_active : 0);
+  if ((t.flows_established != 0 || sessions != 0) && now < drain_deadline_) return;
+  log(LogLevel::kInfo, "drain_done",
+      "reason=%s elapsed_ms=%lld established=%lu active=%lu refused=%lu",
+      t.flows_established == 0 ? "no_established_flows" : "timeout",
+      (long long)std::chrono::duration_cast<std::chrono::milliseconds>(now - drain_start_)
+          .count(),
+      (unsigned long)t.flows_established, (unsigned long)t.flows_active,
+      (unsigned long)t.drops[uint32_t(dp::Drop::kDraining)]);
+  stop_workers();
+}
+
+void GatewayRun::stop_workers() {
+  for (auto& s : slots_) s.worker->request_stop();
+  phase_ = Phase::kStopping;
+}
+
+bool GatewayRun::workers_done() const {
+  bool all_done = true;
+  for (const auto& s : slots_) all_done &= s.worker->done();
+  return all_done;
+}
+
+// What one worker learned from the wire, every other worker learns.
+void GatewayRun::fan_out_neighbors() {
+  for (uint32_t w = 0; w < workers_; ++w) {
+    dp::NeighborUpdate u;
+    while (rte_ring_dequeue_elem(slots_[w].to_control, &u, sizeof u) == 0) {
+      for (uint32_t o = 0; o < workers_; ++o) {
+        if (o != w) rte_ring_enqueue_elem(slots_[o].from_control, &u, sizeof u);
+      }
+    }
+  }
+}
+
+void GatewayRun::show_progress() {
+  const auto now = std::chrono::steady_clock::now();
+  const double dt = std::chrono::duration<double>(now - last_progress_).count();
+  if (dt < 1.0) return;
+  const StatsTotals t = sum_counters(views_);
+  std::fprintf(stderr, "\rreplay: %lu/%lu packets (%.1f%%), %.2f Mpps   ",
+               (unsigned long)t.packets_in, (unsigned long)replay_packets_,
+               replay_packets_ ? 100.0 * double(t.packets_in) / double(replay_packets_) : 100.0,
+               double(t.packets_in - last_rx_) / dt / 1e6);
+  last_rx_ = t.packets_in;
+  last_progress_ = now;
+}
+
+int GatewayRun::finish() {
+  int rc = kExitOk;
+  rte_eal_mp_wait_lcore();
+  if (mesh_rt_) mesh_rt_->stop();
+  if (cert_provider_) cert_provider_->stop();
+  if (admin_) admin_->stop();
+  if (progress_) std::fprintf(stderr, "\n");
+
+  const std::vector<PortCounters> port_counters = read_port_counters(ports_);
+  std::fputs(summary_text(views_, reg_->stats, publisher_.current(), port_counters).c_str(),
+             stdout);
+  std::fflush(stdout);
+  if (!opt_.stats_json.empty()) {
+    std::ofstream f(opt_.stats_json);
+    nlohmann::json j = stats_json(views_, reg_->stats, publisher_.current(), port_counters);
+    for (const auto& st : steering_) {
+      j["flow_steering"][st.port] = st.rte_flow ? "rte_flow" : "software";
+    }
+    f << j.dump(2) << "\n";
+    if (!f) {
+      log(LogLevel::kError, "stats_json_failed", "path=\"%s\"", opt_.stats_json.c_str());
       rc = kExitRuntime;
-      break;
     }
+  }
+  const StatsTotals t = sum_counters(views_);
+  if (replay_ && t.packets_in != replay_packets_) {
+    log(LogLevel::kWarn, "replay_incomplete", "expected=%lu received=%lu",
+        (unsigned long)replay_packets_, (unsigned long)t.packets_in);
+  }
+  return rc;
+}
 
-    if (replay) log(LogLevel::kInfo, "replay_start", "packets=%lu", (unsigned long)replay_packets);
-    for (auto& s : slots) rte_eal_remote_launch(worker_main, s.worker, s.lcore);
-    log(LogLevel::kInfo, "workers_started", "workers=%u", workers);
-    if (admin && proxy) {
-      // meshgate_tcp_* (dataplane/tcp/tcp_counters.def) and meshgate_proxy_*
-      // (dataplane/proxy/proxy_counters.def), summed over workers.
-      admin->add_metrics_source([&views](PromWriter& w) {
-        static constexpr const char* kTcpHelp[] = {
-#define MG_TCP_COUNTER(e, name, desc) desc,
-#include "dataplane/tcp/tcp_counters.def"
-#undef MG_TCP_COUNTER
-        };
-        const ProxyTotals pt = proxy_totals(views);
-        for (uint32_t i = 0; i < dp::tcp::kTcpCounterCount; ++i) {
-          w.family(std::string("meshgate_tcp_") + dp::tcp::kTcpCounterNames[i] + "_total",
-                   MetricType::kCounter, kTcpHelp[i]);
-          w.sample(pt.sum.tcp[i]);
-        }
-        w.family("meshgate_tcp_connections", MetricType::kGauge,
-                 "TCP connections held by the proxies' stacks (TIME-WAIT and half-open included).");
-        w.sample(pt.sum.tcp_connections);
-        w.family("meshgate_tcp_buffer_bytes", MetricType::kGauge,
-                 "Bytes in the TCP send and receive buffers of the proxies' stacks.");
-        w.sample(pt.sum.tcp_mem_bytes);
-        for (uint32_t i = 0; i < dp::kProxyCounterCount; ++i) {
-          w.family(std::string("meshgate_proxy_") + dp::kProxyCounterNames[i] + "_total",
-                   MetricType::kCounter, dp::kProxyCounterHelp[i]);
-          w.sample(pt.sum.proxy[i]);
-        }
-        w.family("meshgate_proxy_sessions", MetricType::kGauge,
-                 "Proxy sessions open (client and backend connection pairs).");
-        w.sample(pt.sum.sessions_active);
-      });
-    }
-    if (admin && hbone) {
-      // meshgate_hbone_* (dataplane/hbone/hbone_counters.def: the engine; gateway_counters.def:
-      // the terminator on the workers), summed over workers.
-      admin->add_metrics_source([&views](PromWriter& w) {
-        const HboneTotals ht = hbone_totals(views);
-        for (int i = 0; i < dp::hbone::kNumCounters; ++i) {
-          const auto c = dp::hbone::Counter(i);
-          w.family(std::string("meshgate_hbone_") + dp::hbone::counter_name(c) + "_total",
-                   MetricType::kCounter, dp::hbone::counter_help(c));
-          w.sample(ht.sum.engine[i]);
-        }
-        for (int i = 0; i < dp::hbone::kNumGwCounters; ++i) {
-          const auto c = dp::hbone::GwCounter(i);
-          w.family(std::string("meshgate_hbone_") + dp::hbone::gw_counter_name(c) + "_total",
-                   MetricType::kCounter, dp::hbone::gw_counter_help(c));
-          w.sample(ht.sum.gw[i]);
-        }
-        auto gauge = [&w](const char* name, const char* help, uint64_t v) {
-          w.family(name, MetricType::kGauge, help);
-          w.sample(v);
-        };
-        gauge("meshgate_hbone_connections", "HBONE connections open on the [hbone] port.",
-              ht.sum.connections_active);
-        gauge("meshgate_hbone_tunnels", "HBONE tunnels open (streams with an upstream connection).",
-              ht.sum.tunnels_active);
-        gauge("meshgate_hbone_handshakes",
-              "HBONE connections still in their handshake (TLS or before the client's SETTINGS).",
-              ht.sum.handshakes_active);
-        gauge("meshgate_hbone_buffer_bytes",
-              "Bytes held in HBONE buffers (queued toward clients, received and not yet sent upstream).",
-              ht.sum.buffer_bytes);
-      });
-    }
-    if (admin) {
-      std::vector<dp::Worker*> running;
-      for (auto& s : slots) running.push_back(s.worker);
-      admin->start_serving(std::move(running), ports);
-      admin->bridge().mark_snapshot_live();
-    }
-
-    // Control loop: 1 ms period; nothing here is on the packet path.
-    const bool progress = replay && isatty(STDERR_FILENO);
-    auto last_progress = std::chrono::steady_clock::now();
-    uint64_t last_rx = 0;
-    // Drain (SIGTERM, POST /drain; live only): workers refuse new flows and keep existing ones
-    // until no TCP flow is established or [gateway] drain_timeout_ms passed, then stop. SIGINT,
-    // and SIGTERM during a replay, stop at once.
-    enum class Phase { kRunning, kDraining, kStopping };
-    Phase phase = Phase::kRunning;
-    std::chrono::steady_clock::time_point drain_start, drain_deadline;
-    auto stop_workers = [&] {
-      for (auto& s : slots) s.worker->request_stop();
-      phase = Phase::kStopping;
-    };
-    for (;;) {
-      const auto now = std::chrono::steady_clock::now();
-      if (g_sighup) {
-        g_sighup = 0;
-        log(LogLevel::kWarn, "sighup", "action=ignored reason=\"config reload is not supported "
-            "yet; restart meshgate to apply a new config\"");
-      }
-      if (phase != Phase::kStopping && (g_sigint || (replay && g_sigterm))) {
-        log(LogLevel::kInfo, "stopping", "signal=%d", g_sigint ? int(g_stop_signal) : SIGTERM);
-        stop_workers();
-      }
-      if (phase == Phase::kRunning && !replay &&
-          (g_sigterm || (admin && admin->bridge().take_drain_request()))) {
-        const StatsTotals t = sum_counters(views);
-        log(LogLevel::kInfo, "drain_start", "trigger=%s established=%lu active=%lu timeout_ms=%u",
-            g_sigterm ? "sigterm" : "admin", (unsigned long)t.flows_established,
-            (unsigned long)t.flows_active, cfg.gateway.drain_timeout_ms);
-        for (auto& s : slots) s.worker->set_draining(true);
-        if (admin) admin->bridge().mark_draining();
-        phase = Phase::kDraining;
-        drain_start = now;
-        drain_deadline = now + std::chrono::milliseconds(cfg.gateway.drain_timeout_ms);
-      }
-      if (phase == Phase::kDraining) {
-        const StatsTotals t = sum_counters(views);
-        // Proxy sessions finish like established flows (new connections are refused).
-        // HBONE connections too (they got GOAWAY; their streams finish).
-        const uint64_t sessions = (proxy ? proxy_totals(views).sum.sessions_active : 0) +
-                                  (hbone ? hbone_totals(views).sum.connections_active : 0);
-        if ((t.flows_established == 0 && sessions == 0) || now >= drain_deadline) {
-          log(LogLevel::kInfo, "drain_done",
-              "reason=%s elapsed_ms=%lld established=%lu active=%lu refused=%lu",
-              t.flows_established == 0 ? "no_established_flows" : "timeout",
-              (long long)std::chrono::duration_cast<std::chrono::milliseconds>(now - drain_start)
-                  .count(),
-              (unsigned long)t.flows_established, (unsigned long)t.flows_active,
-              (unsigned long)t.drops[uint32_t(dp::Drop::kDraining)]);
-          stop_workers();
-        }
-      }
-      if (admin) admin->tick(now);
-      bool all_done = true;
-      for (auto& s : slots) all_done &= s.worker->done();
-      if (all_done) break;
-      // Neighbor fan-out: what one worker learned from the wire, every other worker learns.
-      for (uint32_t w = 0; w < workers; ++w) {
-        dp::NeighborUpdate u;
-        while (rte_ring_dequeue_elem(slots[w].to_control, &u, sizeof u) == 0) {
-          for (uint32_t o = 0; o < workers; ++o) {
-            if (o != w) rte_ring_enqueue_elem(slots[o].from_control, &u, sizeof u);
-          }
-        }
-      }
-      // A provider that fails keeps the last snapshot forwarding; only new models publish.
-      if (mesh_rt && phase != Phase::kStopping) poll_mesh();
-      // A new or renewed certificate: the next snapshot carries its metadata.
-      if (cert_provider && phase != Phase::kStopping) {
-        if (auto b = cert_provider->poll()) {
-          auto old_certs = reg->certificates;
-          auto old_contexts = reg->tls_contexts;
-          if (take_certificate(std::move(b.value())) &&
-              !publish_services(last_services, "certificate")) {
-            reg->certificates = std::move(old_certs);
-            reg->tls_contexts = std::move(old_contexts);
-          }
-        }
-      }
-      publisher.reclaim();
-      if (progress) {
-        const auto now = std::chrono::steady_clock::now();
-        const double dt = std::chrono::duration<double>(now - last_progress).count();
-        if (dt >= 1.0) {
-          const StatsTotals t = sum_counters(views);
-          std::fprintf(stderr, "\rreplay: %lu/%lu packets (%.1f%%), %.2f Mpps   ",
-                       (unsigned long)t.packets_in, (unsigned long)replay_packets,
-                       replay_packets ? 100.0 * double(t.packets_in) / double(replay_packets) : 100.0,
-                       double(t.packets_in - last_rx) / dt / 1e6);
-          last_rx = t.packets_in;
-          last_progress = now;
-        }
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    rte_eal_mp_wait_lcore();
-    if (mesh_rt) mesh_rt->stop();
-    if (cert_provider) cert_provider->stop();
-    if (admin) admin->stop();
-    if (progress) std::fprintf(stderr, "\n");
-
-    const std::vector<PortCounters> port_counters = read_port_counters(ports);
-    std::fputs(summary_text(views, registry, publisher.current(), port_counters).c_str(), stdout);
-    std::fflush(stdout);
-    if (!opt.stats_json.empty()) {
-      std::ofstream f(opt.stats_json);
-      nlohmann::json j = stats_json(views, registry, publisher.current(), port_counters);
-      for (const auto& st : steering) {
-        j["flow_steering"][st.port] = st.rte_flow ? "rte_flow" : "software";
-      }
-      f << j.dump(2) << "\n";
-      if (!f) {
-        log(LogLevel::kError, "stats_json_failed", "path=\"%s\"", opt.stats_json.c_str());
-        rc = kExitRuntime;
-      }
-    }
-    const StatsTotals t = sum_counters(views);
-    if (replay && t.packets_in != replay_packets) {
-      log(LogLevel::kWarn, "replay_incomplete", "expected=%lu received=%lu",
-          (unsigned long)replay_packets, (unsigned long)t.packets_in);
-    }
-  } while (false);
-
-  admin.reset();  // before the workers: it may hold their flow-dump requests
-  mesh_rt.reset();
-  for (auto& s : slots) free_worker(s);
-  if (!steering.empty()) teardown_flow_steering(ports);
-  for (auto& row : handoff) {
+void GatewayRun::teardown() {
+  admin_.reset();  // before the workers: it may hold their flow-dump requests
+  mesh_rt_.reset();
+  for (auto& s : slots_) free_worker(s);
+  if (!steering_.empty()) teardown_flow_steering(ports_);
+  for (auto& row : handoff_) {
     for (rte_ring* r : row) rte_ring_free(r);
   }
-  stop_ports(ports);
-  publisher.shutdown();
-  reg.reset();
-  rte_mempool_free(pool);
+  stop_ports(ports_);
+  publisher_.shutdown();
+  reg_.reset();
+  rte_mempool_free(pool_);
   dp::eal_cleanup();
+}
+
+}  // namespace
+
+// The steps of a gateway's life, in order: plan and check memory, the EAL, pools, the admin
+// API, the certificate, ports, the mesh, the first snapshot, the workers, their metrics, the
+// control loop (and drain), the summary; then everything freed, whichever step stopped it.
+int run_gateway(const Config& cfg, const RunOptions& opt) {
+  // HBONE's buffers are heap vectors that reach MiBs under back-pressure (docs/HBONE.md,
+  // "Abuse"). A fixed threshold gives every block of 256 KiB or more its own mapping, returned
+  // to the kernel when freed; glibc's dynamic threshold would rise after the first such free
+  // and keep later blocks in worker arenas that never shrink (RSS held after the load left).
+  mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+  GatewayRun g(cfg, opt);
+  if (const int rc = g.plan(); rc != kExitOk) return rc;
+  if (const int rc = g.start_eal(); rc != kExitOk) return rc;
+  int rc = kExitRuntime;
+  if (g.create_pools() && g.start_admin()) {
+    g.start_certificates();
+    if (g.start_ports() && g.init_publisher() && g.start_mesh() && g.publish_first_snapshot() &&
+        g.start_workers()) {
+      g.register_metrics();
+      g.control_loop();
+      rc = g.finish();
+    }
+  }
+  g.teardown();
   return rc;
 }
 

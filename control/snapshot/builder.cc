@@ -16,17 +16,6 @@
 namespace meshgate::ctl {
 namespace {
 
-dp::Mode to_dp(ForwardMode m) {
-  switch (m) {
-    case ForwardMode::kDnat: return dp::Mode::kDnat;
-    case ForwardMode::kFullnat: return dp::Mode::kFullnat;
-    case ForwardMode::kDsrIpip: return dp::Mode::kDsrIpip;
-    case ForwardMode::kDsrGue: return dp::Mode::kDsrGue;
-    case ForwardMode::kProxy: return dp::Mode::kProxy;
-  }
-  return dp::Mode::kDnat;
-}
-
 // The port whose address prefixes hold `a`, or -1.
 int on_link_port(const std::vector<dp::PortRuntime>& ports, const IpAddr& a) {
   for (const auto& p : ports) {
@@ -212,7 +201,7 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
     s.port_be = htons(sc.port);
     s.gue_port_be = htons(sc.gue_port);
     s.proto = uint8_t(sc.protocol);
-    s.mode = to_dp(sc.mode);
+    s.mode = sc.mode;
     // Endpoints reached over HBONE (tunnel = hbone) need the client's TCP terminated: with an
     // [hbone] certificate source the service runs on the workers' TCP stack like a proxy
     // service, and each connection goes to its Maglev choice over HBONE (a plain endpoint of

@@ -12,17 +12,6 @@
 namespace meshgate::ctl {
 namespace {
 
-const char* mode_name(dp::Mode m) {
-  switch (m) {
-    case dp::Mode::kDnat: return "dnat";
-    case dp::Mode::kFullnat: return "fullnat";
-    case dp::Mode::kDsrIpip: return "dsr-ipip";
-    case dp::Mode::kDsrGue: return "dsr-gue";
-    case dp::Mode::kProxy: return "proxy";
-  }
-  return "?";
-}
-
 dp::BackendCounters backend_sum(const std::vector<const dp::Worker*>& workers, uint32_t id) {
   dp::BackendCounters s;
   for (const auto* w : workers) {
@@ -238,7 +227,7 @@ nlohmann::json stats_json(const std::vector<const dp::Worker*>& workers,
       sj["vip"] = s.vip.str();
       sj["port"] = ntohs(s.port_be);
       sj["protocol"] = s.proto == 6 ? "tcp" : "udp";
-      sj["mode"] = mode_name(s.mode);
+      sj["mode"] = dp::mode_name(s.mode);
       nlohmann::json backends = nlohmann::json::object();
       uint64_t packets = 0, flows = 0;
       for (uint32_t b = 0; b < s.n_backends; ++b) {
@@ -317,7 +306,7 @@ std::string summary_text(const std::vector<const dp::Worker*>& workers,
     for (const dp::SnapService& sv : snap->services) {
       add("    %-12s %s %s %s\n", sv.name.c_str(),
           endpoint_str(sv.vip, ntohs(sv.port_be)).c_str(), sv.proto == 6 ? "tcp" : "udp",
-          mode_name(sv.mode));
+          dp::mode_name(sv.mode));
       for (uint32_t b = 0; b < sv.n_backends; ++b) {
         const dp::SnapBackend& be = snap->backends[sv.first_backend + b];
         const dp::BackendCounters c = backend_sum(workers, be.stat_id);

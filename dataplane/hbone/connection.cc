@@ -38,24 +38,6 @@ struct Connection::Stream {
   bool h2_closed = false;
 };
 
-const char* counter_name(Counter c) {
-  static const char* const kNames[] = {
-#define X(name, help) #name,
-#include "dataplane/hbone/hbone_counters.def"
-#undef X
-  };
-  return kNames[int(c)];
-}
-
-const char* counter_help(Counter c) {
-  static const char* const kHelp[] = {
-#define X(name, help) help,
-#include "dataplane/hbone/hbone_counters.def"
-#undef X
-  };
-  return kHelp[int(c)];
-}
-
 const char* close_reason_name(CloseReason r) {
   switch (r) {
     case CloseReason::kGraceful: return "graceful";

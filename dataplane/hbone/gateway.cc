@@ -35,24 +35,6 @@ constexpr uint32_t kSourceBuckets = 4096;
 constexpr uint32_t kUpstreamResetCode = kH2ConnectError;
 }  // namespace
 
-const char* gw_counter_name(GwCounter c) {
-  static const char* const kNames[] = {
-#define X(name, help) #name,
-#include "dataplane/hbone/gateway_counters.def"
-#undef X
-  };
-  return kNames[int(c)];
-}
-
-const char* gw_counter_help(GwCounter c) {
-  static const char* const kHelp[] = {
-#define X(name, help) help,
-#include "dataplane/hbone/gateway_counters.def"
-#undef X
-  };
-  return kHelp[int(c)];
-}
-
 // One accepted HBONE connection.
 struct Gateway::Conn {
   Gateway* gw = nullptr;

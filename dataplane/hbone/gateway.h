@@ -55,14 +55,24 @@ class TcpStack;
 namespace meshgate::dp::hbone {
 
 enum class GwCounter : uint16_t {
-#define X(name, help) k_##name,
+#define MG_COUNTER MG_COUNTER_ENUMERATOR
 #include "dataplane/hbone/gateway_counters.def"
-#undef X
+#undef MG_COUNTER
   kCount
 };
 inline constexpr int kNumGwCounters = int(GwCounter::kCount);
-const char* gw_counter_name(GwCounter c);
-const char* gw_counter_help(GwCounter c);
+inline constexpr const char* kGwCounterNames[] = {
+#define MG_COUNTER MG_COUNTER_NAME
+#include "dataplane/hbone/gateway_counters.def"
+#undef MG_COUNTER
+};
+inline constexpr const char* kGwCounterHelp[] = {
+#define MG_COUNTER MG_COUNTER_HELP
+#include "dataplane/hbone/gateway_counters.def"
+#undef MG_COUNTER
+};
+inline const char* gw_counter_name(GwCounter c) { return kGwCounterNames[int(c)]; }
+inline const char* gw_counter_help(GwCounter c) { return kGwCounterHelp[int(c)]; }
 
 struct GatewayParams {
   uint16_t port = 15008;

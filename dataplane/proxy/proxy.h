@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "dataplane/common/compiler.h"
+#include "dataplane/common/counter_table.h"
 #include "dataplane/common/net_types.h"
 #include "dataplane/tcp/tcp_stack.h"
 #include "dataplane/tcp/timer_wheel.h"
@@ -48,20 +49,20 @@ class Gateway;
 }
 
 enum ProxyCounter : uint32_t {
-#define MG_PROXY_COUNTER(e, name, desc) e,
+#define MG_COUNTER MG_COUNTER_ENUMERATOR
 #include "dataplane/proxy/proxy_counters.def"
-#undef MG_PROXY_COUNTER
+#undef MG_COUNTER
   kProxyCounterCount
 };
 inline constexpr const char* kProxyCounterNames[] = {
-#define MG_PROXY_COUNTER(e, name, desc) name,
+#define MG_COUNTER MG_COUNTER_NAME
 #include "dataplane/proxy/proxy_counters.def"
-#undef MG_PROXY_COUNTER
+#undef MG_COUNTER
 };
 inline constexpr const char* kProxyCounterHelp[] = {
-#define MG_PROXY_COUNTER(e, name, desc) desc,
+#define MG_COUNTER MG_COUNTER_HELP
 #include "dataplane/proxy/proxy_counters.def"
-#undef MG_PROXY_COUNTER
+#undef MG_COUNTER
 };
 
 // Defaults, each with its reason.

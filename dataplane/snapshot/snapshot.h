@@ -15,16 +15,13 @@
 #include "dataplane/common/net_types.h"
 #include "dataplane/policy/policy.h"
 #include "dataplane/snapshot/cert_meta.h"
+#include "dataplane/snapshot/mode.h"
 #include "dataplane/tls/tls.h"
 
 struct rte_lpm;
 struct rte_lpm6;
 
 namespace meshgate::dp {
-
-enum class Mode : uint8_t { kDnat, kFullnat, kDsrIpip, kDsrGue, kProxy };
-// Direct server return: the backend answers the client itself; no reply direction to track.
-inline bool is_dsr(Mode m) { return m == Mode::kDsrIpip || m == Mode::kDsrGue; }
 
 // How traffic reaches an endpoint: as is, or inside an HBONE tunnel to its :15008.
 enum class Tunnel : uint8_t { kNone, kHbone };

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "dataplane/common/counter_table.h"
 #include "dataplane/common/net_types.h"
 #include "dataplane/tcp/cc.h"
 #include "dataplane/tcp/reass.h"
@@ -149,16 +150,21 @@ struct TcpConfig {
 };
 
 enum TcpCounter : uint32_t {
-#define MG_TCP_COUNTER(e, name, desc) e,
+#define MG_COUNTER MG_COUNTER_ENUMERATOR
 #include "dataplane/tcp/tcp_counters.def"
-#undef MG_TCP_COUNTER
+#undef MG_COUNTER
   kTcpCounterCount
 };
 
 inline constexpr const char* kTcpCounterNames[] = {
-#define MG_TCP_COUNTER(e, name, desc) name,
+#define MG_COUNTER MG_COUNTER_NAME
 #include "dataplane/tcp/tcp_counters.def"
-#undef MG_TCP_COUNTER
+#undef MG_COUNTER
+};
+inline constexpr const char* kTcpCounterHelp[] = {
+#define MG_COUNTER MG_COUNTER_HELP
+#include "dataplane/tcp/tcp_counters.def"
+#undef MG_COUNTER
 };
 
 struct TcpCounters {

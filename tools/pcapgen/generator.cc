@@ -798,7 +798,7 @@ std::string Generator::sidecar(uint64_t packets, uint64_t bytes, uint64_t first_
     services[s.cfg->name] = {{"vip", s.cfg->vip.str()},
                              {"port", s.cfg->port},
                              {"protocol", s.proto == pkt::kProtoTcp ? "tcp" : "udp"},
-                             {"mode", ctl::forward_mode_name(s.cfg->mode)},
+                             {"mode", dp::mode_name(s.cfg->mode)},
                              {"flows", sc.flows},
                              {"packets", sc.packets},
                              {"reply_packets", sc.reply_packets},

@@ -1,0 +1,128 @@
+#include "control/runtime/gateway_metrics.h"
+
+#include <algorithm>
+#include <atomic>
+#include <string>
+
+#include "control/admin/prometheus.h"
+#include "control/stats/stats.h"
+#include "dataplane/hbone/counters.h"
+#include "dataplane/hbone/gateway.h"
+#include "dataplane/proxy/proxy.h"
+#include "dataplane/tcp/tcp_types.h"
+
+namespace meshgate::ctl {
+namespace {
+
+// One counter family per row of a counter table (dataplane/common/counter_table.h):
+// <prefix><name>_total with the row's help text and its value summed over workers.
+void write_counter_table(PromWriter& w, const char* prefix, const char* const* names,
+                         const char* const* help, const uint64_t* values, uint32_t n) {
+  for (uint32_t i = 0; i < n; ++i) {
+    w.family(std::string(prefix) + names[i] + "_total", MetricType::kCounter, help[i]);
+    w.sample(values[i]);
+  }
+}
+
+void write_gauge(PromWriter& w, const char* name, const char* help, uint64_t v) {
+  w.family(name, MetricType::kGauge, help);
+  w.sample(v);
+}
+
+void write_counter(PromWriter& w, const char* name, const char* help, uint64_t v) {
+  w.family(name, MetricType::kCounter, help);
+  w.sample(v);
+}
+
+}  // namespace
+
+void add_cert_metrics(Admin& admin, const CertCounters& counters) {
+  admin.add_metrics_source([c = &counters](PromWriter& w) {
+    write_counter(w, "meshgate_cert_issued_total",
+                  "certificates taken (from the Istio CA or reloaded files)",
+                  c->issued.load(std::memory_order_relaxed));
+    write_counter(w, "meshgate_cert_failures_total",
+                  "certificate requests or reloads that failed (the old certificate stays)",
+                  c->failures.load(std::memory_order_relaxed));
+    write_gauge(w, "meshgate_cert_expiry_unix_seconds",
+                "not-after of the certificate in use (0: none)",
+                uint64_t(std::max<int64_t>(0, c->not_after_unix.load(std::memory_order_relaxed))));
+  });
+}
+
+void add_xds_metrics(Admin& admin, const mesh::XdsCounters& counters) {
+  admin.add_metrics_source([c = &counters](PromWriter& w) {
+    const auto v = mesh::XdsCountersView::of(*c);
+    write_counter(w, "meshgate_xds_connects_total", "xDS streams that got a first response",
+                  v.connects);
+    write_counter(w, "meshgate_xds_connect_failures_total",
+                  "xDS attempts that ended before a response", v.connect_failures);
+    write_counter(w, "meshgate_xds_disconnects_total", "connected xDS streams that ended",
+                  v.disconnects);
+    w.family("meshgate_xds_responses_total", MetricType::kCounter, "xDS responses by type");
+    w.sample({{"type", "address"}}, v.responses_address);
+    w.sample({{"type", "authorization"}}, v.responses_authorization);
+    write_counter(w, "meshgate_xds_acks_total", "responses ACKed", v.acks);
+    write_counter(w, "meshgate_xds_nacks_total", "responses NACKed (some resources rejected)",
+                  v.nacks);
+    write_counter(w, "meshgate_xds_resources_rejected_total", "resources named in NACKs",
+                  v.resources_rejected);
+    write_counter(w, "meshgate_xds_resources_applied_total", "resources added or updated",
+                  v.resources_applied);
+    write_counter(w, "meshgate_xds_resources_removed_total", "resources removed",
+                  v.resources_removed);
+    w.family("meshgate_xds_resources", MetricType::kGauge, "resources held now by kind");
+    w.sample({{"kind", "workload"}}, v.workloads);
+    w.sample({{"kind", "service"}}, v.services);
+    w.sample({{"kind", "authorization"}}, v.authorizations);
+    write_gauge(w, "meshgate_xds_connected", "1 while an xDS stream is up", v.connected);
+    write_gauge(w, "meshgate_xds_synced", "1 once every type had a first response", v.synced);
+    write_gauge(w, "meshgate_xds_backoff_ms", "wait before the next connection attempt",
+                v.backoff_ms);
+    write_gauge(w, "meshgate_xds_last_sync_unix_ms",
+                "wall-clock time of the last applied response", uint64_t(v.last_sync_unix_ms));
+  });
+}
+
+void add_proxy_metrics(Admin& admin, const std::vector<const dp::Worker*>& views) {
+  admin.add_metrics_source([&views](PromWriter& w) {
+    const ProxyTotals pt = proxy_totals(views);
+    write_counter_table(w, "meshgate_tcp_", dp::tcp::kTcpCounterNames, dp::tcp::kTcpCounterHelp,
+                        pt.sum.tcp, dp::tcp::kTcpCounterCount);
+    write_gauge(w, "meshgate_tcp_connections",
+                "TCP connections held by the proxies' stacks (TIME-WAIT and half-open included).",
+                pt.sum.tcp_connections);
+    write_gauge(w, "meshgate_tcp_buffer_bytes",
+                "Bytes in the TCP send and receive buffers of the proxies' stacks.",
+                pt.sum.tcp_mem_bytes);
+    write_counter_table(w, "meshgate_proxy_", dp::kProxyCounterNames, dp::kProxyCounterHelp,
+                        pt.sum.proxy, dp::kProxyCounterCount);
+    write_gauge(w, "meshgate_proxy_sessions",
+                "Proxy sessions open (client and backend connection pairs).",
+                pt.sum.sessions_active);
+  });
+}
+
+void add_hbone_metrics(Admin& admin, const std::vector<const dp::Worker*>& views) {
+  admin.add_metrics_source([&views](PromWriter& w) {
+    const HboneTotals ht = hbone_totals(views);
+    write_counter_table(w, "meshgate_hbone_", dp::hbone::kCounterNames, dp::hbone::kCounterHelp,
+                        ht.sum.engine, uint32_t(dp::hbone::kNumCounters));
+    write_counter_table(w, "meshgate_hbone_", dp::hbone::kGwCounterNames,
+                        dp::hbone::kGwCounterHelp, ht.sum.gw, uint32_t(dp::hbone::kNumGwCounters));
+    write_gauge(w, "meshgate_hbone_connections", "HBONE connections open on the [hbone] port.",
+                ht.sum.connections_active);
+    write_gauge(w, "meshgate_hbone_tunnels",
+                "HBONE tunnels open (streams with an upstream connection).",
+                ht.sum.tunnels_active);
+    write_gauge(w, "meshgate_hbone_handshakes",
+                "HBONE connections still in their handshake (TLS or before the client's SETTINGS).",
+                ht.sum.handshakes_active);
+    write_gauge(w, "meshgate_hbone_buffer_bytes",
+                "Bytes held in HBONE buffers (queued toward clients, received and not yet sent "
+                "upstream).",
+                ht.sum.buffer_bytes);
+  });
+}
+
+}  // namespace meshgate::ctl

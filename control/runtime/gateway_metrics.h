@@ -1,0 +1,27 @@
+// The metric families the gateway's optional parts add to GET /metrics after the core ones
+// (control/admin/prometheus.cc): certificates, the xDS client, the proxies' TCP stacks and the
+// HBONE terminators. Each registers a source on the Admin; the sources run on the control
+// thread when /metrics is queried and read the counters summed over workers.
+#pragma once
+
+#include <vector>
+
+#include "control/admin/admin.h"
+#include "control/certs/cert_provider.h"
+#include "control/mesh/xds_provider.h"
+#include "dataplane/worker/worker.h"
+
+namespace meshgate::ctl {
+
+// meshgate_cert_*. `c` must outlive the Admin.
+void add_cert_metrics(Admin& admin, const CertCounters& c);
+// meshgate_xds_*, read from the provider's relaxed atomics. `c` must outlive the Admin.
+void add_xds_metrics(Admin& admin, const mesh::XdsCounters& c);
+// meshgate_tcp_* (dataplane/tcp/tcp_counters.def) and meshgate_proxy_*
+// (dataplane/proxy/proxy_counters.def). `views` must outlive the Admin.
+void add_proxy_metrics(Admin& admin, const std::vector<const dp::Worker*>& views);
+// meshgate_hbone_* (dataplane/hbone/hbone_counters.def: the engine; gateway_counters.def: the
+// terminator on the workers). `views` must outlive the Admin.
+void add_hbone_metrics(Admin& admin, const std::vector<const dp::Worker*>& views);
+
+}  // namespace meshgate::ctl
