@@ -1,4 +1,4 @@
-// meshgate-ctl: the admin API from a shell (INTERFACE.md "Commands").
+// meshgate-ctl: the admin API from a shell (README.md "Admin API and meshgate-ctl").
 //   meshgate-ctl [--admin HOST:PORT] services | flows [--limit N] | stats | config | drain
 // Exit codes: 0 ok, 1 admin API unreachable or HTTP error, 2 usage.
 #include <CLI/CLI.hpp>

@@ -1,4 +1,4 @@
-// meshgate: the gateway daemon and the pcap replay (INTERFACE.md "Commands").
+// meshgate: the gateway daemon and the pcap replay (README.md "Running it").
 #include <CLI/CLI.hpp>
 
 #include <algorithm>

@@ -178,7 +178,7 @@ std::string Admin::metrics_text() {
 
 namespace {
 
-// A policy as the mesh file writes it (INTERFACE.md): only the fields a match sets.
+// A policy as the mesh file writes it (docs/MESH.md "The mesh file"): only the fields a match sets.
 json policy_json(const dp::policy::ScopedPolicy& sp) {
   auto patterns = [](const std::vector<dp::policy::StringMatch>& v) {
     json a = json::array();

@@ -1,4 +1,4 @@
-// The admin HTTP server (cpp-httplib): the endpoints of INTERFACE.md "Admin API".
+// The admin HTTP server (cpp-httplib): the endpoints of README.md "Admin API and meshgate-ctl".
 //
 // Threads: start() and stop() on the control thread. Requests run on httplib's own threads
 // (a small pool, created after EAL init so they inherit the main lcore's affinity and stay off

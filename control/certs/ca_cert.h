@@ -1,5 +1,5 @@
 // What the Istio CA client needs from OpenSSL: a P-256 key and a CSR for one SPIFFE id, and the
-// check of a CreateCertificate answer (specs/istio-mesh-api.md §5). Control side, any thread.
+// check of a CreateCertificate answer (Istio CA service). Control side, any thread.
 #pragma once
 
 #include <cstdint>

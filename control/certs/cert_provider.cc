@@ -161,7 +161,7 @@ void CertProvider::run_ca() {
     }
     auto r = request_certificate(ca_);
     if (r) {
-      // Renew at half-life (specs/hbone.md), measured from now if the clocks disagree.
+      // Renew at half-life (Istio rotates workload certificates so), measured from now if the clocks disagree.
       const int64_t life = std::max<int64_t>(r->not_after_unix - r->not_before_unix, 2);
       const int64_t now = now_unix();
       const int64_t renew_at = std::max(now + 1, std::min(r->not_before_unix, now) + life / 2);

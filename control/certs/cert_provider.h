@@ -1,4 +1,4 @@
-// The gateway's own certificate (specs/hbone.md: P-256, 24 h, rotated at half-life), from the
+// The gateway's own certificate (as Istio issues them: P-256, 24 h, rotated at half-life), from the
 // [hbone] files (reloaded when they change) or from the Istio CA (CreateCertificate with a
 // P-256 CSR for [hbone] identity and the bearer token, renewed at half-life; on failure retried
 // with backoff from 500 ms to 150 s while the old certificate is kept). A thread of its own does
@@ -39,7 +39,7 @@ struct CaOptions {
   std::string cluster_id;
   std::string identity;    // the SPIFFE id requested
   uint32_t ttl_s = 86400;
-  // Retry backoff after a failure (specs/istio-mesh-api.md §5: 500 ms doubling to 150 s).
+  // Retry backoff after a failure (as Istio's CA clients: 500 ms doubling to 150 s).
   uint32_t backoff_min_ms = 500;
   uint32_t backoff_max_ms = 150000;
 };

@@ -1,4 +1,4 @@
-// Control-plane logging: one key=value line per event on stderr (STYLE.md rule 13).
+// Control-plane logging: one key=value line per event on stderr; anything an operator watches is a metric.
 // Control thread (and main before EAL init). Never called from workers.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Typed results for control-plane functions that can fail (STYLE.md rule 9).
+// Typed results for control-plane functions that can fail.
 #pragma once
 
 #include <string>

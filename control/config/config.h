@@ -1,5 +1,5 @@
 // meshgate configuration: TOML (toml++) parsed once into these plain structs, validated in one
-// function. Control thread only. Keys and meanings: ../shared/design/INTERFACE.md and
+// function. Control thread only. Keys and meanings:
 // config/README.md. Every default is a named constant with its reason.
 #pragma once
 
@@ -53,7 +53,7 @@ inline constexpr uint32_t kMaxPorts = dp::kMaxPorts;
 inline constexpr uint16_t kDefaultRxDescriptors = 1024;  // absorbs ~50 us at 20 Mpps
 inline constexpr uint16_t kDefaultTxDescriptors = 1024;
 inline constexpr uint16_t kDefaultMtu = 1500;            // Ethernet default
-inline constexpr uint32_t kDefaultMaxFlows = 1u << 20;   // INTERFACE.md
+inline constexpr uint32_t kDefaultMaxFlows = 1u << 20;   // config/README.md [conntrack]
 // Conntrack timeouts in seconds, chosen like Linux nf_conntrack / IPVS defaults.
 inline constexpr uint32_t kDefaultTcpSynS = 30;
 inline constexpr uint32_t kDefaultTcpEstablishedS = 7200;

@@ -1,4 +1,4 @@
-// The mesh file ([mesh] source = "file"; format in shared/design/INTERFACE.md): [[mesh_service]],
+// The mesh file ([mesh] source = "file"; format in docs/MESH.md): [[mesh_service]],
 // [[workload]] and [[policy]] tables mirroring the Istio workload API, parsed with toml++ into a
 // MeshModel. Errors carry file:line:column and the key, like the main config. Control thread
 // (and the file provider's thread, and tools/meshserver).

@@ -89,7 +89,7 @@ struct Workload {
   friend bool operator==(const Workload&, const Workload&) = default;
 };
 
-// istio.security.Authorization (specs/hbone.md semantics). String matches: exact, "x*" prefix,
+// istio.security.Authorization (docs/HBONE.md "L4 authorization"). String matches: exact, "x*" prefix,
 // "*x" suffix, "*" presence.
 struct StringMatch {
   enum class Kind : uint8_t { kExact, kPrefix, kSuffix, kPresence };

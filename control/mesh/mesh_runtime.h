@@ -41,7 +41,7 @@ class MeshRuntime {
   void published(const Pending& p);
 
   // Any thread: true once a snapshot built from the provider's first full view is published.
-  // /ready waits for this (INTERFACE.md).
+  // /ready waits for this (README.md "With a service mesh").
   bool synced() const { return synced_.load(std::memory_order_acquire); }
   // Any thread: the xDS counters (meshgate_xds_* metrics); nullptr for the file provider.
   const XdsCounters* xds_counters() const;

@@ -1,5 +1,5 @@
 // [mesh] source = "xds": the Istio workload API over gRPC delta ADS, as ztunnel speaks it
-// (shared/specs/istio-mesh-api.md): wildcard subscriptions to istio.workload.Address and
+// (docs/MESH.md): wildcard subscriptions to istio.workload.Address and
 // istio.security.Authorization, ACK / per-resource NACK, removals, reconnect with backoff
 // 10 ms -> 15 s carrying initial_resource_versions. The stream runs on the provider's own thread
 // (plus gRPC's helper threads), all on the control side.

@@ -1,4 +1,4 @@
-// EAL bring-up: the default arguments of INTERFACE.md (hugepages when present, --no-huge
+// EAL bring-up: the default arguments (README.md "What works today": hugepages when present, --no-huge
 // otherwise, a unique file prefix, lcores for the workers) or the user's own after `--`.
 // Main thread, before anything else touches DPDK.
 #pragma once

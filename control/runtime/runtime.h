@@ -21,7 +21,7 @@ struct RunOptions {
   LogLevel log_level = LogLevel::kInfo;
 };
 
-// Exit codes of INTERFACE.md.
+// Exit codes (README.md "Running it").
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitRuntime = 1;
 inline constexpr int kExitUsage = 2;

@@ -22,7 +22,7 @@ namespace meshgate::ctl {
 
 // What one build leaves to the next, so that a rebuild after a small change does the work of
 // the change only. Everything here is immutable once built and shared by reference, so reuse
-// gives the same snapshot a build from scratch would (tests/unit/snapshot_builder_test.cc).
+// gives the same snapshot a build from scratch would (tests/unit/control/snapshot/snapshot_builder_test.cc).
 struct BuildCache {
   struct Service {
     std::vector<dp::LbBackend> backends;  // as given to lb_build_table: order and weights matter

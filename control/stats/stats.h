@@ -68,7 +68,7 @@ std::vector<PortCounters> read_port_counters(const std::vector<dp::PortRuntime>&
 // One backend's counters (stat id from the snapshot) summed over workers.
 dp::BackendCounters backend_totals(const std::vector<const dp::Worker*>& workers, uint32_t stat_id);
 
-// The JSON of INTERFACE.md (--stats-json and GET /stats), with a "ports" array of `ports`.
+// The stats JSON (--stats-json and GET /stats, README.md "Admin API and meshgate-ctl"), with a "ports" array of `ports`.
 nlohmann::json stats_json(const std::vector<const dp::Worker*>& workers,
                           const StatRegistry& registry, const dp::Snapshot* snap,
                           const std::vector<PortCounters>& ports);

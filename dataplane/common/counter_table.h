@@ -5,8 +5,7 @@
 //
 // and every table is expanded the same way, by defining MG_COUNTER as one of the expanders
 // below around an #include of the .def: the enum, the names (the metric names and --stats-json
-// keys) and the help texts, three parallel arrays in enum order (VPP *_error.def, STYLE.md
-// rule 8):
+// keys) and the help texts, three parallel arrays in enum order (VPP *_error.def):
 //
 //   enum class Counter : uint16_t {
 //   #define MG_COUNTER MG_COUNTER_ENUMERATOR

@@ -1,4 +1,4 @@
-// The :authority of an HBONE CONNECT (specs/hbone.md "CONNECT request"): <ipv4>:<port>,
+// The :authority of an HBONE CONNECT (docs/HBONE.md "Client role"): <ipv4>:<port>,
 // [<ipv6>]:<port> or <fqdn>:<port>. Strict and allocation-free; any thread.
 #pragma once
 

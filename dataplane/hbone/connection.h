@@ -5,7 +5,7 @@
 //
 // It never touches a socket or a clock: the caller moves bytes between transport_out() and its
 // transport (the userspace TCP stack, or a kernel socket in tests and tools), passes the time
-// in, and drains events with poll_event(). Wire details follow specs/hbone.md exactly.
+// in, and drains events with poll_event(). Wire details: docs/HBONE.md "The engine".
 //
 // Server role (terminator, port 15008): only CONNECT. Each request goes through the caller's
 // ServerHooks: resolve the :authority (400 when not served), authorize the verified peer
@@ -45,7 +45,7 @@ namespace meshgate::dp::hbone {
 
 inline constexpr uint32_t kKiB = 1024, kMiB = 1024 * 1024;
 
-// specs/hbone.md "HTTP/2 settings" and the engine's own hard limits.
+// docs/HBONE.md "HTTP/2 settings and limits": the settings and the engine's own hard limits.
 struct Limits {
   uint32_t stream_window_bytes = 4 * kMiB;       // SETTINGS_INITIAL_WINDOW_SIZE
   uint32_t connection_window_bytes = 16 * kMiB;  // WINDOW_UPDATE on stream 0
@@ -164,7 +164,7 @@ class ServerHooks {
   virtual void connect(int32_t stream, const Resolution& dst) = 0;
 };
 
-// Client-role CONNECT request (specs/hbone.md "CONNECT request"); empty headers are omitted.
+// Client-role CONNECT request (docs/HBONE.md "Client role"); empty headers are omitted.
 struct ConnectRequest {
   std::string authority;     // "<ip>:<port>", "[v6]:<port>" or "<fqdn>:<port>"
   std::string baggage;
@@ -178,7 +178,7 @@ class Connection {
   static std::unique_ptr<Connection> server(const tls::Context& tls, ServerHooks& hooks,
                                             Counters& counters, uint64_t now_ms,
                                             const Limits& limits = {});
-  // `expected_ids`: the server identities to accept (specs/hbone.md "Client side").
+  // `expected_ids`: the server identities to accept (docs/HBONE.md "TLS").
   static std::unique_ptr<Connection> client(const tls::Context& tls,
                                             std::vector<std::string> expected_ids,
                                             Counters& counters, uint64_t now_ms,

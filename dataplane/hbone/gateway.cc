@@ -484,7 +484,7 @@ void Gateway::process_events(Conn* c) {
       case EventKind::kStreamReset:
         if (u == nullptr) break;
         if (u->connected && is_clean_reset(ev.code)) {
-          // specs/hbone.md: NO_ERROR or CANCEL is a clean end (nghttpx ends CONNECT streams so
+          // NO_ERROR or CANCEL is a clean end (nghttpx ends CONNECT streams so
           // once its upstream closed): what the stream delivered goes out, then FIN.
           u->remote_end = true;
           pump_from_stream(u);
@@ -807,7 +807,7 @@ Gateway::Up* Gateway::new_origin(const std::string& id, const IpAddr& pod, const
   u->gw = this;
   u->origin = true;
   u->key = PoolKey(snap_->tls_contexts[worker_]->own_id(), {id}, pod, p_.port, IpAddr());
-  // specs/hbone.md "CONNECT request": the pod address and target port, and where the bytes
+  // The CONNECT authority is the pod address and target port (docs/HBONE.md "Client role"), and where the bytes
   // come from.
   u->req.authority = authority_of(target, target_port);
   u->req.forwarded = forwarded_header(src, src_port, host);

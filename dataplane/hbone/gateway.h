@@ -1,4 +1,4 @@
-// The HBONE terminator of one worker (issue 7 "Termination"): the [hbone] port on every local
+// The HBONE terminator of one worker (docs/HBONE.md "On the workers"): the [hbone] port on every local
 // address, served by the worker's userspace TCP stack (the one the proxy owns: same steering,
 // same output path, same port choice for active opens).
 //
@@ -13,7 +13,7 @@
 // live tunnel against the policies it carries (Connection::recheck_authorization). New
 // connections take the snapshot's TLS context for this worker; a connection keeps its own.
 //
-// Origination (issue 7 "Origination"): a client connection the proxy accepted for a VIP whose
+// Origination: a client connection the proxy accepted for a VIP whose
 // Maglev choice is an HBONE endpoint comes here (originate()); it takes a stream on a pooled
 // HBONE connection to <pod IP>:[hbone] port (hbone::Pool: one dial per key at a time, up to
 // 100 streams per connection, 5 min idle release), dialled from a [fullnat] address, with the

@@ -1,4 +1,4 @@
-// The extra headers of an originated HBONE CONNECT (specs/hbone.md "CONNECT request").
+// The extra headers of an originated HBONE CONNECT (docs/HBONE.md "Client role").
 // Control-rate helpers (once per new stream); any thread.
 #pragma once
 

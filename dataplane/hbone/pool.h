@@ -1,4 +1,4 @@
-// The originating side's HBONE connection pool (specs/hbone.md "Pooling"), as pure logic: it
+// The originating side's HBONE connection pool (docs/HBONE.md "Pool"), as pure logic: it
 // decides, the caller dials and runs the Connections. Keyed by (source identity, expected
 // destination identities, destination ip:port, source IP); at most
 // min(100, peer's SETTINGS_MAX_CONCURRENT_STREAMS) streams per connection; one dial per key at

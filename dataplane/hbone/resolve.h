@@ -1,5 +1,4 @@
-// Where an HBONE CONNECT goes, from the snapshot (specs/hbone.md "Response", issue 7
-// "Termination"): :authority VIP:port → the service's Maglev pick; pod ip:port → that
+// Where an HBONE CONNECT goes, from the snapshot (docs/HBONE.md "Server role"): :authority VIP:port → the service's Maglev pick; pod ip:port → that
 // workload; fqdn:port → the mesh service of that hostname and port, then its Maglev pick.
 // And which authorization policies apply to the chosen destination (its namespace's, the
 // global ones, its workload-selector ones). Read-only on the snapshot; no allocation except

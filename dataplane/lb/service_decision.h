@@ -47,7 +47,7 @@ struct FlowHit {
 };
 // The service stage's decision for a tracked packet (TCP, UDP, echo): a pure function of the
 // snapshot, the packet, its flow hash and flow, the drain state and whether this worker runs a
-// TCP stack. Tested as a table (tests/unit/service_decision_test.cc).
+// TCP stack. Tested as a table (tests/unit/lb/service_decision_test.cc).
 inline FlowVerdict decide_flow(const Snapshot& s, const PacketMeta& m, uint32_t flow_hash,
                                FlowHit hit, bool draining, bool stack) {
   FlowVerdict v;

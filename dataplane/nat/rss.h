@@ -1,6 +1,6 @@
 // Software RSS: predicts which RX queue a NIC steers a packet to (Toeplitz with the port's key,
 // then the RETA), so the gateway can choose source ports whose replies come back to the worker
-// that owns the flow (ARCHITECTURE.md "port selection"). Built by the control thread per port,
+// that owns the flow. Built by the control thread per port,
 // read-only for workers.
 //
 // Toeplitz is linear over GF(2): hash(a ^ b) = hash(a) ^ hash(b). The hash of a tuple is the

@@ -1,4 +1,4 @@
-// L4 authorization with Istio semantics (specs/hbone.md "L4 authorization",
+// L4 authorization with Istio semantics (docs/HBONE.md "L4 authorization",
 // istio.security.Authorization as ztunnel evaluates it), on plain structs. Policies are built
 // on the control thread (control/mesh/authz.h maps the mesh model) and evaluated by workers:
 // evaluation reads only, allocates nothing.

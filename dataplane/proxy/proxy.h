@@ -1,4 +1,4 @@
-// The L4 proxy of one worker (`mode = "proxy"`, ARCHITECTURE.md role 4): the worker's userspace
+// The L4 proxy of one worker (`mode = "proxy"`, docs/PROXY.md): the worker's userspace
 // TCP stack terminates each client connection to a proxy VIP, Maglev picks the backend, a
 // second connection goes to it from a [fullnat] local address, and the two byte streams are
 // spliced zero-copy (recv_chain -> send_chain) with half-close, reset propagation and an idle
@@ -9,7 +9,7 @@
 // Frames out: IPv4/IPv6 packets queued here, taken by the worker with take_output() and sent
 // through its route stage (next hop, neighbor, L2) like every other packet.
 //
-// Ownership (ARCHITECTURE.md "port selection"): a client connection lives on the worker RSS
+// Ownership: a client connection lives on the worker RSS
 // gave its first packet. The backend connection's local port is chosen so that port %
 // workers == this worker (any worker that receives a reply hands it over by that rule, as for
 // fullnat) and, when the port's RSS is predictable, so that the reply's RSS queue is this

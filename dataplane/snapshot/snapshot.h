@@ -79,7 +79,7 @@ struct NextHop {
 };
 
 // Immutable open-addressing set/map with 16-byte keys (addresses) or service keys, built once.
-// Slot value 0 means empty, so a reader never sees a half-written slot (STYLE.md rule 6).
+// Slot value 0 means empty, so a reader never sees a half-written slot.
 template <typename Key>
 class FlatIndex {
  public:

@@ -1,5 +1,6 @@
-// The one pointer through which workers see the current Snapshot (STYLE.md rule 6): the control
-// thread stores with release, workers load with acquire once per burst.
+// The one pointer through which workers see the current Snapshot (immutable, swapped whole,
+// freed after a grace period): the control thread stores with release, workers load with
+// acquire once per burst.
 #pragma once
 
 #include <atomic>

@@ -63,7 +63,7 @@ using TcpEventFn = void (*)(void* user, TcpConnId c, TcpEvent ev);
 using TcpAcceptFn = bool (*)(void* ctx, const TcpTuple& t, TcpEventFn* fn, void** user);
 
 // connect(): may this local port be used toward the remote? The worker passes "the reply
-// hashes to my RSS queue" (ARCHITECTURE.md "port selection").
+// hashes to my RSS queue" (dataplane/nat/rss.h).
 using TcpPortOkFn = bool (*)(void* ctx, const TcpTuple& t);
 
 // Frames out: an mbuf holding one IPv4 or IPv6 packet (IP header at the data pointer, with

@@ -1,4 +1,4 @@
-// Mutual TLS 1.3 for HBONE (specs/hbone.md "TLS"): contexts and sans-I/O sessions.
+// Mutual TLS 1.3 for HBONE (docs/HBONE.md "TLS"): contexts and sans-I/O sessions.
 //
 // A Context (one SSL_CTX) is built on the control thread from the workload's certificate chain,
 // key and trust bundle, then handed to one worker. Sessions are made and driven by that worker:

@@ -1,6 +1,6 @@
 // A burst in the stages: the packets' parsed view, and what each stage decided for each packet
 // (its next step), indexed by position in the burst. Stages read and write it in burst order;
-// the dispatch stage acts on `next` once per burst (STYLE.md rule 2). Worker thread only.
+// the dispatch stage acts on `next` once per burst. Worker thread only.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// What one worker owns (STYLE.md rule 5): its parameters, counters, flow table, neighbor cache,
+// What one worker owns: its parameters, counters, flow table, neighbor cache,
 // next-hop cache, pending queue, TX buffers, the snapshot and clock of the poll in progress,
 // and the L4 applications running on it. The stages of every room (l2/, route/, nat/, lb/,
 // local/, worker/) take it with the burst: `stage_x(WorkerCtx&, Burst&, ...)`.

@@ -1,7 +1,7 @@
 // The martian checks, pure functions of the snapshot (tested as tables in
-// tests/unit/martian_test.cc and through the worker): addresses a packet that would start a flow
-// or reach a local handler may not carry. Inline: the service stage runs them for every packet
-// without a flow.
+// tests/unit/worker/martian_test.cc and through the worker): addresses a packet that would
+// start a flow or reach a local handler may not carry. Inline: the service stage runs them for
+// every packet without a flow.
 #pragma once
 
 #include <cstring>

@@ -4,7 +4,7 @@
 //   -> route -> dispatch
 // each a function `stage_x(WorkerCtx&, Burst&, ...)` in the room that owns its logic
 // (worker/classify, l2/, lb/service_stage, nat/icmp_stage, local/, route/), writing each
-// packet's next step (STYLE.md rule 2); the worker runs the chain and acts on the verdicts.
+// packet's next step; the worker runs the chain and acts on the verdicts.
 // A burst made only of established traffic takes a fused path instead (worker/fast_path.cc):
 // the same work in a few tight passes, with the same result; any other packet in the burst
 // sends the whole burst through the stages.

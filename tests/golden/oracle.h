@@ -1,5 +1,5 @@
 // An independent model of what meshgate does with each frame of a one-armed pcap replay, for
-// the golden replay test. Written from the contract (INTERFACE.md, tests/unit/worker_test.cc),
+// the golden replay test. Written from the contract (README.md, config/README.md, tests/unit/worker/worker_test.cc),
 // not from the dataplane code: frames are parsed with pktlib's own decoder, backends are chosen
 // with dp::lb from the config (the function under contract, not the gateway's tables), and
 // expected output frames are built by editing the input bytes and recomputing every checksum

@@ -405,7 +405,7 @@ void add_ipv6_rows(std::vector<Row>& v) {
                Drop::kIpv6MappedAddress});
 }
 
-// Martians (tests/unit/martian_test.cc has them all): here through the binary too.
+// Martians (tests/unit/worker/martian_test.cc has them all): here through the binary too.
 void add_martian_rows(std::vector<Row>& v) {
   Client c = client_of(v.size());
   v.push_back({"SYN to the VIP from the VIP", {},

@@ -11,7 +11,7 @@
 
 namespace {
 
-// INTERFACE.md exit codes: 2 for usage and input errors, 1 for runtime failures.
+// Exit codes as meshgate's (README.md "Running it"): 2 for usage and input errors, 1 for runtime failures.
 constexpr int kExitUsage = 2;
 constexpr int kExitRuntime = 1;
 

@@ -418,8 +418,8 @@ TEST_F(FlowTableTest, the_sweep_reclaims_each_flow_within_a_period_of_its_expiry
 
 // What an IPv4 flow costs: its slot (32), its created-at time (4), its share of the index (two
 // 8-byte references at 3/4 fill, any bucket count: 21.3) and of the eviction ring (at most 4 B:
-// a power of two of at least half the slots). At most 64 B at every size (118 B in session 3,
-// 89 B with 64-byte entries).
+// a power of two of at least half the slots). At most 64 B at every size (64-byte entries cost
+// 89 B).
 TEST_F(FlowTableTest, an_ipv4_flow_costs_at_most_64_bytes_of_table_at_capacity) {
   for (uint32_t cap : {1u << 14, 100'000u, (1u << 16) + 2, 1u << 20, 3'000'000u}) {
     const double per_flow = double(FlowTable::memory_bytes(cap)) / cap;

@@ -1,6 +1,6 @@
 // The sans-I/O HBONE engine: a client and a server Connection wired back to back in memory,
 // with the mkpki PKI and a fake clock. Every CONNECT answer, limit and stream transition of
-// specs/hbone.md that does not need a real socket.
+// docs/HBONE.md "The engine" that does not need a real socket.
 #include <gtest/gtest.h>
 #include <openssl/sha.h>
 
@@ -423,7 +423,8 @@ TEST(HboneEngine, client_never_exceeds_the_servers_advertised_200_streams) {
   EXPECT_EQ(p.hooks.connects.size(), 200u);
 }
 
-// specs/hbone.md: "Policy changes re-check live connections and close the ones now denied."
+// Policy changes re-check live connections and close the ones now denied (docs/HBONE.md
+// "L4 authorization").
 TEST(HboneEngine, a_policy_change_ends_the_tunnels_it_now_denies_and_only_those) {
   Pair p;
   auto [cs_a, ss_a] = p.open("10.0.0.5:8080");

@@ -1,5 +1,5 @@
 // Mutual TLS sessions over in-memory byte queues, with the mkpki mesh PKI: what HBONE peers
-// must accept and reject (specs/hbone.md "TLS").
+// must accept and reject (docs/HBONE.md "TLS").
 #include <gtest/gtest.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>

@@ -1,4 +1,4 @@
-// L4 authorization with Istio semantics (specs/hbone.md "L4 authorization"): policies written
+// L4 authorization with Istio semantics (docs/HBONE.md "L4 authorization"): policies written
 // as mesh-file TOML, parsed by the real file parser, mapped by control/mesh/authz and evaluated
 // by dataplane/policy. Each test is one sentence of the spec.
 #include <gtest/gtest.h>

@@ -215,7 +215,7 @@ TEST(SnapshotBuilder, EndpointsCarryHealthTunnelAndIdentityAndSnapshotsCarryPoli
   expect_same_as_from_scratch(f, v3, *s3, reg);
 }
 
-// INTERFACE.md [mesh] mode: endpoints with tunnel = hbone are always reached over HBONE. With an
+// config/README.md [mesh] mode: endpoints with tunnel = hbone are always reached over HBONE. With an
 // [hbone] certificate source, a TCP service with such an endpoint runs on the workers' stack
 // (proxy mode: the originator takes connections whose choice is an HBONE endpoint); without
 // one (nothing to prove our identity with) its mode stays; UDP is never terminated.

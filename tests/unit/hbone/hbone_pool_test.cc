@@ -1,4 +1,4 @@
-// The HBONE origination pool (specs/hbone.md "Pooling") with a fake clock.
+// The HBONE origination pool (docs/HBONE.md "Pool") with a fake clock.
 #include <gtest/gtest.h>
 
 #include "dataplane/hbone/pool.h"
