@@ -110,7 +110,7 @@ uint16_t Proxy::take_output(rte_mbuf** out, uint16_t max) {
   return n;
 }
 
-void Proxy::output(void* ctx, rte_mbuf* m) {
+void Proxy::output(void* ctx, rte_mbuf* m, const TcpTuple&) {
   Proxy* p = static_cast<Proxy*>(ctx);
   if (p->out_tail_ - p->out_head_ >= kProxyOutQueue) {
     rte_pktmbuf_free(m);

@@ -169,7 +169,7 @@ class Proxy {
     Proxy* proxy = nullptr;
   };
 
-  static void output(void* ctx, rte_mbuf* m);
+  static void output(void* ctx, rte_mbuf* m, const tcp::TcpTuple& t);
   static bool accept(void* ctx, const tcp::TcpTuple& t, tcp::TcpEventFn* fn, void** user);
   static bool port_ok(void* ctx, const tcp::TcpTuple& t);
   static void on_accepted(void* user, tcp::TcpConnId c, tcp::TcpEvent ev);
