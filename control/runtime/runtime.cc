@@ -44,6 +44,7 @@
 #include "dataplane/nat/rss.h"
 #include "dataplane/hbone/gateway.h"
 #include "dataplane/proxy/proxy.h"
+#include "dataplane/stack/stack_host.h"
 #include "dataplane/worker/worker.h"
 
 namespace meshgate::ctl {
@@ -231,7 +232,7 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
     // Buffered TCP data is received mbufs (one per segment, >= 1 KiB of payload each when the
     // budget is what limits), plus the frames the stacks emit between two drains.
     mbufs += uint64_t(workers) *
-             ((uint64_t(cfg.proxy.memory_mb) << 20) / 1024 + dp::kProxyOutQueue);
+             ((uint64_t(cfg.proxy.memory_mb) << 20) / 1024 + dp::kStackOutQueue);
   }
   // net_pcap with infinite_rx copies its whole file into the RX pool at start: make room.
   for (const auto& st : setups) {

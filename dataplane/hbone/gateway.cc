@@ -12,8 +12,8 @@
 #include "dataplane/lb/lb.h"
 #include "dataplane/packet/wire.h"
 #include "dataplane/policy/policy.h"
-#include "dataplane/proxy/proxy.h"
 #include "dataplane/snapshot/snapshot.h"
+#include "dataplane/stack/stack_host.h"
 #include "dataplane/tcp/tcp_stack.h"
 
 namespace meshgate::dp::hbone {
@@ -99,8 +99,8 @@ struct Gateway::Up {
   ConnectRequest req;
 };
 
-Gateway::Gateway(const GatewayParams& p, Proxy& proxy, uint16_t worker, uint64_t now_ns)
-    : p_(p), proxy_(proxy), stack_(proxy.stack()), worker_(worker), now_ns_(now_ns) {
+Gateway::Gateway(const GatewayParams& p, StackHost& host, uint16_t worker, uint64_t now_ns)
+    : p_(p), host_(host), stack_(host.stack()), worker_(worker), now_ns_(now_ns) {
   last_timer_ms_ = now_ms();
   listening_.reserve(16);
   refused_.reserve(16);
@@ -233,14 +233,14 @@ void Gateway::sync_listeners() {
       ++i;
       continue;
     }
-    stack_.unlisten(listening_[i].first, p_.port);  // established connections carry on
+    host_.unlisten(listening_[i].first, p_.port);  // established connections carry on
     listening_[i] = listening_.back();
     listening_.pop_back();
   }
   for (const IpAddr& a : want) {
     const bool have = std::any_of(listening_.begin(), listening_.end(),
                                   [&](const auto& l) { return l.first == a; });
-    if (!have && stack_.listen(a, p_.port, &Gateway::accept, this) == tcp::TcpError::kOk) {
+    if (!have && host_.listen(a, p_.port, &Gateway::accept, this) == tcp::TcpError::kOk) {
       listening_.emplace_back(a, p_.port);
     }
   }
@@ -622,7 +622,7 @@ void Gateway::connect(int32_t stream, const Resolution& dst) {
   u->conn = c;
   u->stream = stream;
   const uint32_t h = lb_flow_hash(c->peer, dst.ip, htons(c->peer_port), htons(dst.port), kProtoTcp);
-  if (proxy_.connect_upstream(dst.ip, htons(dst.port), h, &Gateway::on_up, u, &u->tcp) !=
+  if (host_.connect(dst.ip, htons(dst.port), h, &Gateway::on_up, u, &u->tcp) !=
       tcp::TcpError::kOk) {
     count(GwCounter::k_upstream_failed);
     delete u;
@@ -876,7 +876,7 @@ void Gateway::dial(Pool::ConnId id, const PoolKey& key) {
   count(GwCounter::k_origin_dials);
   const uint32_t h = lb_flow_hash(key.dst_ip, key.dst_ip, htons(uint16_t(id)), htons(key.dst_port),
                                   kProtoTcp);
-  if (proxy_.connect_upstream(key.dst_ip, htons(key.dst_port), h, &Gateway::on_conn, c, &c->tcp) !=
+  if (host_.connect(key.dst_ip, htons(key.dst_port), h, &Gateway::on_conn, c, &c->tcp) !=
       tcp::TcpError::kOk) {
     count(GwCounter::k_origin_dial_failed);
     pool_.dial_done(id, false, 0, now_ms());

@@ -26,6 +26,7 @@
 #include "dataplane/packet/wire.h"
 #include "dataplane/hbone/gateway.h"
 #include "dataplane/proxy/proxy.h"
+#include "dataplane/stack/stack_host.h"
 
 namespace meshgate::dp {
 namespace {
@@ -139,8 +140,9 @@ MG_ALWAYS_INLINE bool fast_candidate(const rte_mbuf* m, const uint8_t* d, uint64
 }  // namespace
 
 Worker::~Worker() {
-  delete hbone_;  // first: its connections live on the proxy's stack
-  delete proxy_;  // then: its connections hold mbufs and backend counter slots
+  delete hbone_;  // the applications first: their connections live on the stack
+  delete proxy_;  // (the proxy's sessions hold mbufs and backend counter slots)
+  delete stack_;  // then the stack: it frees its connections' buffers
   flows_.destroy();
   rte_free(backend_counters_);
   rte_free(neighbors_);
@@ -173,15 +175,19 @@ bool Worker::init(const WorkerParams& p) {
   pending_ = new (pmem) PendingQueue();
   frags_ = new (fmem) FragTable();
   if (!flows_.init(p_.max_flows, p_.socket, p_.timeouts, p_.addrs)) return false;
+  FullnatSourceDeps fd;
+  fd.index = p_.index;
+  fd.n_workers = p_.n_workers;
+  fd.flows = &flows_;
+  fd.rss = p_.rss;
+  fd.flow_steered = p_.flow_steered;
+  fullnat_.init(fd);
   if (p_.proxy) {
+    stack_ = new (std::nothrow) StackHost(p_.proxy->tcp, fullnat_, p_.pool, now_ns_);
+    if (!stack_) return false;
     ProxyDeps d;
-    d.index = p_.index;
-    d.n_workers = p_.n_workers;
-    d.pool = p_.pool;
-    d.flows = &flows_;
+    d.host = stack_;
     d.backend_counters = backend_counters_;
-    d.rss = p_.rss;
-    d.flow_steered = p_.flow_steered;
     proxy_ = new (std::nothrow) Proxy(*p_.proxy, d, now_ns_);
     if (!proxy_) return false;
     p_.proxy = nullptr;  // the control thread's copy is not needed (nor valid) later
@@ -190,18 +196,17 @@ bool Worker::init(const WorkerParams& p) {
     // pipeline's (docs/DATAPLANE.md, "The two-poll pipeline").
     p_.pipeline = false;
     if (p_.hbone) {
-      hbone_ = new (std::nothrow) hbone::Gateway(*p_.hbone, *proxy_, p_.index, now_ns_);
+      hbone_ = new (std::nothrow) hbone::Gateway(*p_.hbone, *stack_, p_.index, now_ns_);
       if (!hbone_) return false;
       hbone_port_be_ = htons(hbone_->port());
-      proxy_->set_hbone(hbone_);  // VIP connections whose choice is an HBONE endpoint
+      // VIP connections whose choice is an HBONE endpoint go to the originator.
+      proxy_->set_originator(&hbone::Gateway::originate_fn, hbone_);
     }
   }
   p_.hbone = nullptr;
   tsc_hz_ = rte_get_tsc_hz();
   tsc_start_ = rte_rdtsc();
   ns_per_tsc_q32_ = ns_per_tsc_q32(tsc_hz_);
-  // Spread the workers' fullnat port searches.
-  fullnat_cursor_ = p_.index * 7919u;
   return true;
 }
 
@@ -248,6 +253,7 @@ uint32_t Worker::poll_once() {
   uint32_t total = 0;
   if (MG_LIKELY(snap_ != nullptr)) {
     counter_add(counters_.snapshot_version, snap_->version - counters_.snapshot_version);
+    if (stack_) stack_->begin(snap_, now_ns_);
     if (proxy_) proxy_->begin(snap_, now_ns_, draining_.load(std::memory_order_relaxed));
     if (hbone_) hbone_->begin(snap_, now_ns_, draining_.load(std::memory_order_relaxed));
     for (const auto& port : p_.ports) total += rx_port(port.index);
@@ -257,6 +263,7 @@ uint32_t Worker::poll_once() {
     if (dump_req_.load(std::memory_order_relaxed)) serve_flow_dump();
     flows_.advance(now_ms_of(now_ns_));
     if (proxy_) {
+      stack_->advance();
       proxy_->advance();
       if (hbone_) {
         hbone_->advance();
@@ -1131,47 +1138,7 @@ bool Worker::reverse_stateless(rte_mbuf* mb, uint16_t i) {
 
 bool Worker::pick_fullnat(const IpAddr& backend, uint16_t backend_port_be, uint8_t proto,
                           uint32_t flow_hash, FlowTarget* to, Drop* why) {
-  const std::vector<LocalNat>& pool = backend.is_v4() ? snap_->fullnat_v4 : snap_->fullnat_v6;
-  if (pool.empty()) {
-    *why = Drop::kFullnatNoAddress;
-    return false;
-  }
-  const LocalNat& local = pool[flow_hash % pool.size()];
-  // The reply (backend -> local:port) arrives on the port toward the backend; its RSS decides
-  // which queue, i.e. which worker, sees it.
-  const int port = egress_port(backend);
-  const RssPredictor* rss = port >= 0 && !p_.flow_steered[port] ? p_.rss[port] : nullptr;
-  const uint32_t fixed = rss ? rss->fixed_hash(backend, local.address, backend_port_be) : 0;
-  const bool v4 = backend.is_v4();
-  // Only ports of this worker's residue (port % workers == index): any worker receiving a
-  // reply knows its owner from the destination port alone.
-  const uint32_t nw = p_.n_workers;
-  const uint32_t first = kFullnatFirstPort + (p_.index + nw - kFullnatFirstPort % nw) % nw;
-  const uint32_t count = (65535 - first) / nw + 1;
-  for (uint32_t tries = 0; tries < kFullnatMaxTries; ++tries) {
-    fullnat_cursor_ = (fullnat_cursor_ + 1) % count;
-    const uint16_t port_host = uint16_t(first + fullnat_cursor_ * nw);
-    if (rss && tries < kFullnatRssTries &&
-        rss->queue_of(rss->with_dport(fixed, v4, port_host)) != p_.index) {
-      continue;
-    }
-    const uint16_t port_be = htons(port_host);
-    // An echo's identifier is its port in both directions: the backend answers to it.
-    const bool echo = proto == kProtoIcmp || proto == kProtoIcmp6;
-    const Tuple reply{backend, local.address, echo ? port_be : backend_port_be, port_be, proto};
-    if (flows_.reply_in_use(reply, FlowTable::hash(reply))) continue;
-    // The proxy's backend connections use the same local addresses.
-    if (proxy_ && proto == kProtoTcp &&
-        proxy_->tuple_in_use(local.address, port_be, backend, backend_port_be)) {
-      continue;
-    }
-    to->local_id = local.id;
-    to->local_port = port_be;
-    if (echo) to->backend_port = port_be;
-    return true;
-  }
-  *why = Drop::kFullnatNoPort;
-  return false;
+  return fullnat_.pick(*snap_, backend, backend_port_be, proto, flow_hash, to, why);
 }
 
 // ---- everything that is not a service ----------------------------------------------------
@@ -1348,7 +1315,7 @@ void Worker::stage_icmp_error(rte_mbuf** pkts, uint16_t n) {
       next_[i] = kNextRoute;
     } else if (target >= 0) {
       handoff(i, target, pkts[i]);
-    } else if (proxy_ && proxy_->icmp_error(rte_pktmbuf_mtod(pkts[i], const uint8_t*),
+    } else if (stack_ && stack_->icmp_error(rte_pktmbuf_mtod(pkts[i], const uint8_t*),
                                             pkts[i]->data_len, m)) {
       next_[i] = kNextConsumed;  // about a segment of the proxy's TCP stack
     } else if (is_local_like(m.dst) && !snap_->is_vip(m.dst) &&
@@ -1713,15 +1680,16 @@ void Worker::drain_neighbor_ring() {
 void Worker::stage_stack(rte_mbuf** pkts, uint16_t n) {
   if (!next_mask(n, kNextStack, kNextStack)) return;  // the common burst has none
   for (uint16_t i = 0; i < n; ++i) {
-    if (next_[i] == kNextStack) proxy_->input(pkts[i], meta_[i]);
+    if (next_[i] == kNextStack) stack_->input(pkts[i], meta_[i]);
   }
 }
 
 void Worker::send_generated() {
   // Between bursts: the per-burst scratch is free for the stack's frames.
   rte_mbuf* pkts[kBurst];
-  while (proxy_->has_output()) {
-    const uint16_t n = proxy_->take_output(pkts, kBurst);
+  while (stack_->has_output()) {
+    // Each frame comes with the route stage's view of it (family, addresses, length).
+    const uint16_t n = stack_->take_output(pkts, meta_, kBurst);
     counter_add(counters_.generated, n);
     for (uint16_t i = 0; i < n; ++i) {
       rte_mbuf* mb = pkts[i];
@@ -1729,7 +1697,6 @@ void Worker::send_generated() {
       egress_[i] = Egress{};
       extra_[i].m = nullptr;
       visited_[i] = 0;
-      const bool v6 = rte_pktmbuf_mtod(mb, const uint8_t*)[0] >> 4 == 6;
       auto* eth = reinterpret_cast<uint8_t*>(rte_pktmbuf_prepend(mb, kEthHdrLen));
       if (!eth) {
         next_[i] = kNextDrop;
@@ -1737,11 +1704,10 @@ void Worker::send_generated() {
         continue;
       }
       std::memset(eth, 0, 12);  // the route stage writes the addresses
-      wr16(eth + 12, v6 ? kEtherTypeIpv6 : kEtherTypeIpv4);
-      // Our own frame: parsed for the route stage's view of it (addresses, length, family).
-      const Drop d = parse_frame(eth, mb->data_len, mb->pkt_len, &meta_[i], false);
-      next_[i] = d == Drop::kNone ? kNextRoute : kNextDrop;
-      drop_[i] = d;
+      wr16(eth + 12, meta_[i].l3 == L3::kIpv6 ? kEtherTypeIpv6 : kEtherTypeIpv4);
+      meta_[i].l3_off = kEthHdrLen;
+      next_[i] = kNextRoute;
+      drop_[i] = Drop::kNone;
     }
     stage_route(pkts, n);
     stage_dispatch(pkts, n);

@@ -14,10 +14,12 @@
 // (port % workers); DNAT replies go first to the worker software RSS predicts for the flow's
 // original tuple, then to each worker not yet visited (a bit mask travels with the mbuf).
 //
-// With proxy services (mode = "proxy") the worker also runs the L4 proxy and its TCP stack
-// (dataplane/proxy): stage_stack() hands it TCP segments to proxy VIPs and to [fullnat]
-// addresses that match no flow; the frames it emits go through the route stage as generated
-// packets (send_generated()); its timers run once per poll iteration.
+// With proxy services (mode = "proxy") the worker also runs a userspace TCP stack
+// (dataplane/stack/stack_host.h) and its applications, the L4 proxy (dataplane/proxy) and the
+// HBONE gateway (dataplane/hbone): stage_stack() hands the stack TCP segments to proxy VIPs, to
+// the [hbone] port and to [fullnat] addresses that match no flow; the frames it emits go through
+// the route stage as generated packets with their L3 metadata (send_generated()); its timers
+// run once per poll iteration.
 //
 // Threads: init() on the control thread before launch; run() / poll_once() on the worker lcore;
 // request_stop(), set_draining(), post_flow_dump(), counters() and done() from any thread.
@@ -32,6 +34,7 @@
 #include "dataplane/conntrack/conntrack.h"
 #include "dataplane/l2/neighbor.h"
 #include "dataplane/nat/frag.h"
+#include "dataplane/nat/fullnat_source.h"
 #include "dataplane/nat/rss.h"
 #include "dataplane/packet/parse.h"
 #include "dataplane/snapshot/addr_table.h"
@@ -49,6 +52,7 @@ namespace meshgate::dp {
 
 class Proxy;
 struct ProxyParams;
+class StackHost;
 namespace hbone {
 class Gateway;
 struct GatewayParams;
@@ -58,12 +62,6 @@ inline constexpr uint16_t kBurst = 32;
 // ICMP errors a worker may send per second, and the burst above that (Linux icmp_ratelimit).
 inline constexpr uint32_t kIcmpErrorsPerSecond = 1000;
 inline constexpr uint32_t kIcmpErrorBurst = 50;
-// First port tried for fullnat sources; below are the well-known and registered-low ports.
-inline constexpr uint16_t kFullnatFirstPort = 1024;
-// Candidates examined for a fullnat source port whose reply RSS steers to this worker; after
-// that any free port of this worker's residue is taken (the reply is then handed over).
-inline constexpr uint32_t kFullnatRssTries = 64;
-inline constexpr uint32_t kFullnatMaxTries = 4096;
 
 // TSC cycles -> nanoseconds as a 32.32 fixed-point multiply. `cycles * 10^9 / hz` overflows 64
 // bits after 2^64 / 10^9 cycles (about 7 s at 2.5 GHz) and the clock would jump back.
@@ -104,10 +102,11 @@ struct WorkerParams {
   bool pipeline = false;
   int timestamp_offset = -1;  // mbuf dynfield offset of the RX timestamp
   uint64_t timestamp_flag = 0;
-  // Non-null: run the L4 proxy (the worker copies it at init()).
+  // Non-null: run the TCP stack (ProxyParams::tcp) and the L4 proxy on it (the worker copies
+  // it at init()).
   const ProxyParams* proxy = nullptr;
-  // Non-null (with `proxy`): terminate HBONE on the [hbone] port of every local address, on the
-  // proxy's TCP stack (copied at init()).
+  // Non-null (with `proxy`): run the HBONE gateway on the same stack: terminate HBONE on the
+  // [hbone] port of every local address, originate it for tunnel = hbone (copied at init()).
   const hbone::GatewayParams* hbone = nullptr;
 };
 
@@ -144,8 +143,12 @@ class Worker {
   const WorkerCounters& counters() const { return counters_; }
   const BackendCounters* backend_counters() const { return backend_counters_; }
   const FlowTable& flows() const { return flows_; }
-  // The L4 proxy, or nullptr without proxy services. Its stats() may be read by any thread.
+  // The L4 proxy, or nullptr without proxy services. Its stats() (which carry the TCP stack's
+  // counters) may be read by any thread.
   const Proxy* proxy() const { return proxy_; }
+  // The TCP stack and its owner, or nullptr without proxy services. Worker thread only (or
+  // after the worker stopped).
+  const StackHost* stack() const { return stack_; }
   // The HBONE terminator, or nullptr without [hbone] certificates. Its stats() may be read by
   // any thread.
   const hbone::Gateway* hbone() const { return hbone_; }
@@ -381,8 +384,12 @@ class Worker {
   BackendCounters* backend_counters_ = nullptr;
   FlowTable flows_;
   FragTable* frags_ = nullptr;
+  // The TCP stack (with proxy services) and its applications; the fullnat source choice that
+  // conntrack and the stack's active opens share.
+  StackHost* stack_ = nullptr;
   Proxy* proxy_ = nullptr;
   hbone::Gateway* hbone_ = nullptr;
+  FullnatSource fullnat_;
   uint16_t hbone_port_be_ = 0;
   NeighborCache* neighbors_ = nullptr;
   PendingQueue* pending_ = nullptr;
@@ -392,7 +399,6 @@ class Worker {
   uint64_t tsc_hz_ = 0;
   uint64_t tsc_start_ = 0;
   uint64_t ns_per_tsc_q32_ = 0;  // nanoseconds per TSC cycle, 32.32 fixed point
-  uint32_t fullnat_cursor_ = 0;
   double icmp_tokens_ = kIcmpErrorBurst;
   uint64_t icmp_last_ns_ = 0;
   std::atomic<uint64_t> run_start_tsc_{0};
