@@ -42,7 +42,9 @@ struct Side {
   TimerWheel wheel;
   std::unique_ptr<TcpStack> stack;
   std::deque<rte_mbuf*> out;
-  static void on_output(void* ctx, rte_mbuf* m) { static_cast<Side*>(ctx)->out.push_back(m); }
+  static void on_output(void* ctx, rte_mbuf* m, const TcpTuple&) {
+    static_cast<Side*>(ctx)->out.push_back(m);
+  }
 };
 
 // Two stacks; frames from one go to the other through an Ethernet header and parse_frame().

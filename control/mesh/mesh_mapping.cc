@@ -27,8 +27,8 @@ bool scope_matches(LbScope s, const Workload& w, const MappingOptions& opt) {
 }
 
 // The port an endpoint listens on for `service_port`: the workload's own PortList for the
-// service (`own`) wins, then the service's target_port (istio-mesh-api.md, "Endpoint selection"
-// §1). 0 = unresolved.
+// service (`own`) wins, then the service's target_port (docs/MESH.md, "Mapping rules").
+// 0 = unresolved.
 uint16_t target_port(const std::vector<PortMapping>& own, const PortMapping& sp) {
   for (const PortMapping& p : own) {
     if (p.service_port == sp.service_port && p.target_port != 0) return p.target_port;

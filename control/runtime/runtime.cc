@@ -43,6 +43,7 @@
 #include "dataplane/l2/neighbor.h"
 #include "dataplane/nat/rss.h"
 #include "dataplane/proxy/proxy.h"
+#include "dataplane/stack/stack_host.h"
 #include "dataplane/worker/worker.h"
 
 namespace meshgate::ctl {
@@ -328,7 +329,7 @@ void GatewayRun::plan_buffers() {
     // Buffered TCP data is received mbufs (one per segment, >= 1 KiB of payload each when the
     // budget is what limits), plus the frames the stacks emit between two drains.
     mbufs_ += uint64_t(workers_) *
-              ((uint64_t(cfg_.proxy.memory_mb) << 20) / 1024 + dp::kProxyOutQueue);
+              ((uint64_t(cfg_.proxy.memory_mb) << 20) / 1024 + dp::kStackOutQueue);
   }
   // net_pcap with infinite_rx copies its whole file into the RX pool at start: make room.
   for (const auto& st : setups_) {

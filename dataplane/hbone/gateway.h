@@ -1,30 +1,34 @@
-// The HBONE terminator of one worker (docs/HBONE.md "On the workers"): the [hbone] port on every local
-// address, served by the worker's userspace TCP stack (the one the proxy owns: same steering,
-// same output path, same port choice for active opens).
+// The HBONE gateway of one worker: two applications on the worker's userspace TCP stack
+// (dataplane/stack/stack_host.h), peers of the L4 proxy, sharing one engine pool, one buffer
+// budget and one set of counters.
+//
+// Terminator (terminator.cc): the [hbone] port on every local address.
 //
 //   client ──TCP──► stack ──► hbone::Connection (mTLS 1.3 + HTTP/2, server role)
 //                                 │ CONNECT :authority
 //                                 ├─ resolve   dp::hbone::resolve on the worker's snapshot
 //                                 ├─ authorize policies_for + policy::evaluate (401)
-//                                 └─ connect   Proxy::connect_upstream from a [fullnat] address
+//                                 └─ connect   StackHost::connect from a [fullnat] address
 //   stream bytes ◄──────────────► upstream TCP connection (flow control both ways)
 //
 // END_STREAM ↔ FIN, RST_STREAM ↔ RST, GOAWAY on drain. A new snapshot version re-checks every
 // live tunnel against the policies it carries (Connection::recheck_authorization). New
 // connections take the snapshot's TLS context for this worker; a connection keeps its own.
 //
-// Origination: a client connection the proxy accepted for a VIP whose
-// Maglev choice is an HBONE endpoint comes here (originate()); it takes a stream on a pooled
-// HBONE connection to <pod IP>:[hbone] port (hbone::Pool: one dial per key at a time, up to
-// 100 streams per connection, 5 min idle release), dialled from a [fullnat] address, with the
-// endpoint's SPIFFE identity as the only accepted server identity, and CONNECTs
-// <pod IP>:<target port> with baggage, forwarded and traceparent. Client bytes wait in the
-// client's TCP window until the 200; anything else resets the client.
+// Originator (originator.cc): a client connection the proxy accepted for a VIP whose Maglev
+// choice is an HBONE endpoint comes here (originate(), wired by the worker as the proxy's
+// TunnelOriginateFn); it takes a stream on a pooled HBONE connection to <pod IP>:[hbone] port
+// (hbone::Pool: one dial per key at a time, up to 100 streams per connection, 5 min idle
+// release), dialled through StackHost::connect, with the endpoint's SPIFFE identity as the only
+// accepted server identity, and CONNECTs <pod IP>:<target port> with baggage, forwarded and
+// traceparent. Client bytes wait in the client's TCP window until the 200; anything else resets
+// the client. A terminated CONNECT whose endpoint has tunnel = hbone goes on the same way (the
+// double hop).
 //
-// Backpressure: tunnel bytes are read from the upstream connection only as far as the stream's
-// send budget allows, and from the stream only as far as the upstream's send buffer has room,
-// so a slow side closes the other side's window (HTTP/2 or TCP). Ciphertext goes to the stack
-// as the connection's send buffer takes it.
+// Splice (splice.cc): tunnel bytes are read from the upstream connection only as far as the
+// stream's send budget allows, and from the stream only as far as the upstream's send buffer
+// has room, so a slow side closes the other side's window (HTTP/2 or TCP). Ciphertext goes to
+// the stack as the connection's send buffer takes it (gateway.cc, with the engine's events).
 //
 // Threads: built by Worker::init(); every other call on the worker lcore only, except stats(),
 // which any thread may read.
@@ -46,7 +50,7 @@ namespace meshgate::dp {
 struct Snapshot;
 struct SnapService;
 struct SnapBackend;
-class Proxy;
+class StackHost;
 namespace tcp {
 class TcpStack;
 }
@@ -107,21 +111,27 @@ struct GatewayStats {
 class Gateway final : private ServerHooks {
  public:
   // `worker`: the index of this worker's TLS context in Snapshot::tls_contexts.
-  Gateway(const GatewayParams& p, Proxy& proxy, uint16_t worker, uint64_t now_ns);
+  Gateway(const GatewayParams& p, StackHost& host, uint16_t worker, uint64_t now_ns);
   ~Gateway() override;
   Gateway(const Gateway&) = delete;
   Gateway& operator=(const Gateway&) = delete;
 
-  // Once per poll iteration, after Proxy::begin(): listeners follow the snapshot's local
-  // addresses, a new version re-checks live tunnels, `draining` sends GOAWAY once.
+  // Once per poll iteration, after StackHost::begin() and before the stack's input: listeners
+  // follow the snapshot's local addresses, a new version re-checks live tunnels, `draining`
+  // sends GOAWAY once.
   void begin(const Snapshot* snap, uint64_t now_ns, bool draining);
   // Engine timers (PING, handshake timeout), at most every 100 ms; frees finished connections.
   void advance();
   void publish(bool force);
 
-  // Takes over `client` (an established connection of the proxy's stack to `svc`), whose
-  // Maglev choice `backend` has tunnel = hbone. Worker thread, inside the stack's events.
+  // Takes over `client` (an established connection on the stack to `svc`), whose Maglev
+  // choice `backend` has tunnel = hbone. Worker thread, inside the stack's events.
   void originate(tcp::TcpConnId client, const SnapService& svc, const SnapBackend& backend);
+  // originate() as a TunnelOriginateFn (dataplane/proxy/proxy.h), `ctx` the Gateway.
+  static void originate_fn(void* ctx, tcp::TcpConnId client, const SnapService& svc,
+                           const SnapBackend& backend) {
+    static_cast<Gateway*>(ctx)->originate(client, svc, backend);
+  }
 
   uint16_t port() const { return p_.port; }
   const GatewayStats& stats() const { return published_; }
@@ -131,17 +141,25 @@ class Gateway final : private ServerHooks {
   struct Conn;
   struct Up;
 
-  // TCP events.
+  // ---- gateway.cc: HBONE connections (terminated or originated) ----
+  static void on_conn(void* user, tcp::TcpConnId c, tcp::TcpEvent ev);
+  void conn_event(Conn* c, tcp::TcpEvent ev);
+  void read_transport(Conn* c);
+  // Ciphertext → the stack, then the engine's events; reports refused connects first.
+  void service(Conn* c);
+  void flush(Conn* c);
+  void process_events(Conn* c);
+  // A connection whose engine was given work by another one's events: serviced by settle().
+  void mark(Conn* c) { dirty_.push_back(c); }
+  // At the end of every entry point: answers refused connects, services marked connections.
+  void settle();
+  void destroy(Conn* c);
+  Up* find_up(Conn* c, int32_t stream) const;
+
+  // ---- terminator.cc: listeners, admission, the CONNECT hooks ----
+  void sync_listeners();
   static bool accept(void* ctx, const tcp::TcpTuple& t, tcp::TcpEventFn* fn, void** user);
   static void on_accepted(void* user, tcp::TcpConnId c, tcp::TcpEvent ev);
-  static void on_conn(void* user, tcp::TcpConnId c, tcp::TcpEvent ev);
-  static void on_up(void* user, tcp::TcpConnId c, tcp::TcpEvent ev);
-
-  // ServerHooks (inside recv_transport / recheck_authorization of `current_`).
-  Resolution resolve(const Authority& authority) override;
-  bool authorize(std::string_view peer_id, const Resolution& dst) override;
-  void connect(int32_t stream, const Resolution& dst) override;
-
   void start(tcp::TcpConnId c);
   // Handshake-stage accounting: per-source counts in hashed buckets, oldest-first list.
   uint32_t source_bucket(const IpAddr& a) const;
@@ -152,48 +170,45 @@ class Gateway final : private ServerHooks {
   // Counts and says so when a new connection must be refused (drain, no certificate, limit).
   // `evict`: at the connection limit, close the oldest handshaking connection to make room.
   bool refuse(bool evict);
-  void conn_event(Conn* c, tcp::TcpEvent ev);
-  void up_event(Up* u, tcp::TcpEvent ev);
-  void read_transport(Conn* c);
-  // Ciphertext → the stack, then the engine's events; reports refused connects first.
-  void service(Conn* c);
-  void flush(Conn* c);
-  void process_events(Conn* c);
-  void pump_from_stream(Up* u);  // u's stream → its TCP side or bridged stream
-  void pump_up(Up* u);    // upstream TCP → stream
-  void pump_down(Up* u);  // stream → upstream TCP
-  void maybe_finish(Up* u);
-  // Double hop: a terminated CONNECT whose endpoint has tunnel = hbone goes on as a stream of a
-  // pooled HBONE connection; the two streams are spliced (pump_bridge).
-  void connect_hbone(Conn* c, int32_t stream, const Resolution& dst, uint32_t backend);
-  void pump_bridge(Up* from, Up* to);
-  // `u` ends abnormally: its partner stream is reset (or answered 503, or forgotten if it had
-  // no stream yet).
-  void abandon_partner(Up* u);
-  // A connection whose engine was given work by another one's events: serviced by settle().
-  void mark(Conn* c) { dirty_.push_back(c); }
-  // At the end of every entry point: answers refused connects, services marked connections.
-  void settle();
-  // Origination: a stream for `u` on a pooled connection (or a dial, or a wait).
+  // ServerHooks (inside recv_transport / recheck_authorization of `current_`).
+  Resolution resolve(const Authority& authority) override;
+  bool authorize(std::string_view peer_id, const Resolution& dst) override;
+  void connect(int32_t stream, const Resolution& dst) override;
+
+  // ---- originator.cc: origination, the pool, the double hop ----
   // An origination toward `pod` (its SPIFFE id `id`): pool key and CONNECT target:port with
   // `forwarded` naming src:port (and `host`) and a fresh traceparent.
   Up* new_origin(const std::string& id, const IpAddr& pod, const IpAddr& target,
                  uint16_t target_port, const IpAddr& src, uint16_t src_port,
                  std::string_view host);
+  // A stream for `u` on a pooled connection (or a dial, or a wait).
   void checkout(Up* u);
   void dial(Pool::ConnId id, const PoolKey& key);
   void retry_waiting();
   void fail_waiting(const PoolKey& key);
   void reset_client(Up* u);  // an origination that cannot go on: RST the client
+  // Double hop: a terminated CONNECT whose endpoint has tunnel = hbone goes on as a stream of a
+  // pooled HBONE connection; the two streams are spliced (pump_bridge).
+  void connect_hbone(Conn* c, int32_t stream, const Resolution& dst, uint32_t backend);
+
+  // ---- splice.cc: tunnel bytes ----
+  static void on_up(void* user, tcp::TcpConnId c, tcp::TcpEvent ev);
+  void up_event(Up* u, tcp::TcpEvent ev);
+  void pump_from_stream(Up* u);  // u's stream → its TCP side or bridged stream
+  void pump_up(Up* u);    // upstream TCP → stream
+  void pump_down(Up* u);  // stream → upstream TCP
+  void maybe_finish(Up* u);
   void drop_up(Up* u, bool reset_tcp);
-  void destroy(Conn* c);
-  Up* find_up(Conn* c, int32_t stream) const;
-  void sync_listeners();
+  void pump_bridge(Up* from, Up* to);
+  // `u` ends abnormally: its partner stream is reset (or answered 503, or forgotten if it had
+  // no stream yet).
+  void abandon_partner(Up* u);
+
   uint32_t now_ms() const { return uint32_t(now_ns_ / 1'000'000); }
   void count(GwCounter c, uint64_t n = 1) { gw_[int(c)] += n; }
 
   GatewayParams p_;
-  Proxy& proxy_;
+  StackHost& host_;
   tcp::TcpStack& stack_;
   uint16_t worker_;
   const Snapshot* snap_ = nullptr;

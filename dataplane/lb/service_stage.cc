@@ -53,7 +53,7 @@ MG_ALWAYS_INLINE void start_flow(WorkerCtx& c, Burst& b, rte_mbuf* mb, uint16_t 
   to.mode = svc.mode;
   if (to.mode == Mode::kFullnat) {
     Drop why;
-    if (!pick_fullnat(c, be.address, to.backend_port, m.l4_proto, h, &to, &why)) {
+    if (!c.fullnat.pick(*c.snap, be.address, to.backend_port, m.l4_proto, h, &to, &why)) {
       b.set_drop(i, why);
       return;
     }

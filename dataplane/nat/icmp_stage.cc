@@ -9,7 +9,7 @@
 
 #include "dataplane/nat/icmp_error.h"
 #include "dataplane/packet/wire.h"
-#include "dataplane/proxy/proxy.h"
+#include "dataplane/stack/stack_host.h"
 #include "dataplane/route/route.h"
 #include "dataplane/worker/classify.h"
 #include "dataplane/worker/handoff.h"
@@ -97,7 +97,7 @@ void stage_icmp_error(WorkerCtx& c, Burst& b, rte_mbuf** pkts, uint16_t n) {
       b.next[i] = kNextRoute;
     } else if (target >= 0) {
       handoff(c, b, i, target, pkts[i]);
-    } else if (c.proxy && c.proxy->icmp_error(rte_pktmbuf_mtod(pkts[i], const uint8_t*),
+    } else if (c.stack && c.stack->icmp_error(rte_pktmbuf_mtod(pkts[i], const uint8_t*),
                                             pkts[i]->data_len, m)) {
       b.next[i] = kNextConsumed;  // about a segment of the proxy's TCP stack
     } else if (is_local_like(*c.snap, m.dst) && !c.snap->is_vip(m.dst) &&

@@ -1,22 +1,15 @@
 #include "dataplane/proxy/proxy.h"
 
 #include <arpa/inet.h>
-#include <rte_lpm.h>
-#include <rte_lpm6.h>
 #include <rte_mbuf.h>
 
 #include <atomic>
 #include <cstddef>
 
-#include "dataplane/conntrack/conntrack.h"
-#include "dataplane/hbone/gateway.h"
 #include "dataplane/lb/lb.h"
-#include "dataplane/nat/icmp_error.h"
-#include "dataplane/nat/rss.h"
-#include "dataplane/packet/parse.h"
-#include "dataplane/packet/wire.h"
 #include "dataplane/proxy/proxy_protocol.h"
 #include "dataplane/snapshot/snapshot.h"
+#include "dataplane/stack/stack_host.h"
 #include "dataplane/worker/counters.h"
 #include "dataplane/worker/flow_dump.h"
 
@@ -34,16 +27,9 @@ constexpr uint32_t kIdleTimerBudget = 256;
 }  // namespace
 
 Proxy::Proxy(const ProxyParams& p, const ProxyDeps& d, uint64_t now_ns)
-    : p_(p), d_(d), now_ns_(now_ns) {
-  MG_CHECK(d_.pool != nullptr && p_.max_sessions > 0);
-  wheel_.init(now_ms());
+    : p_(p), d_(d), host_(*d.host), stack_(d.host->stack()), now_ns_(now_ns) {
+  MG_CHECK(p_.max_sessions > 0);
   idle_wheel_.init(now_ms());
-  tcp::TcpStackDeps sd;
-  sd.pool = d_.pool;
-  sd.wheel = &wheel_;
-  sd.output = &Proxy::output;
-  sd.output_ctx = this;
-  stack_ = std::make_unique<tcp::TcpStack>(p_.tcp, sd, now_ns);
   sessions_ = std::make_unique<Session[]>(p_.max_sessions);
   for (uint32_t i = 0; i < p_.max_sessions; ++i) {
     sessions_[i].next_free = i + 2 <= p_.max_sessions ? i + 2 : 0;
@@ -51,7 +37,6 @@ Proxy::Proxy(const ProxyParams& p, const ProxyDeps& d, uint64_t now_ns)
     sessions_[i].idle.fn = &Proxy::on_idle;
   }
   free_head_ = 1;
-  out_ = std::make_unique<rte_mbuf*[]>(kProxyOutQueue);
   listening_.reserve(p_.tcp.max_listeners);
   wanted_.reserve(p_.tcp.max_listeners);
 }
@@ -62,8 +47,6 @@ Proxy::~Proxy() {
       if (m != nullptr) rte_pktmbuf_free(m);
     }
   }
-  while (out_head_ != out_tail_) rte_pktmbuf_free(out_[out_head_++ % kProxyOutQueue]);
-  stack_.reset();  // frees every connection's buffers while the mempool still exists
 }
 
 // ---- worker interface -----------------------------------------------------------------------
@@ -71,54 +54,11 @@ Proxy::~Proxy() {
 void Proxy::begin(const Snapshot* snap, uint64_t now_ns, bool draining) {
   snap_ = snap;
   if (now_ns > now_ns_) now_ns_ = now_ns;
-  stack_->set_now(now_ns_);
   draining_ = draining;
   if (snap_ != nullptr && snap_->version != listeners_version_) sync_listeners();
 }
 
-void Proxy::input(rte_mbuf* m, const PacketMeta& meta) { stack_->input(m, meta, now_ns_); }
-
-void Proxy::advance() {
-  stack_->advance(now_ns_);
-  idle_wheel_.advance(now_ms(), kIdleTimerBudget, this);
-}
-
-bool Proxy::icmp_error(const uint8_t* frame, uint32_t len, const PacketMeta& m) {
-  IcmpQuote q;
-  if (!parse_icmp_quote(frame, len, m, &q) || q.proto != kProtoTcp || q.quoted_l4 < 8) {
-    return false;
-  }
-  const TcpTuple t{q.src, q.dst, ntohs(q.sport), ntohs(q.dport)};
-  if (stack_->state_of(t) == tcp::TcpState::kClosed) return false;
-  const bool v4 = m.l3 == L3::kIpv4;
-  const uint8_t* icmp = frame + m.l4_off;
-  if (v4 ? (m.icmp_type == kIcmpDestUnreach && m.icmp_code == 4)
-         : m.icmp_type == kIcmp6PacketTooBig) {
-    // RFC 1191 §4: the next-hop MTU in the low 16 bits of the second word; RFC 4443 §3.2: all
-    // 32 bits. The quoted TCP header's sequence number sits 4 bytes in.
-    const uint32_t mtu = v4 ? rd16(icmp + 6) : rd32(icmp + 4);
-    stack_->icmp_too_big(t, rd32(frame + q.l4_off + 4), mtu);
-  }
-  // Other errors about our segments (unreachable, time exceeded) are soft errors for TCP
-  // (RFC 1122 4.2.3.9, RFC 5461): the retransmission timer decides. Consumed either way.
-  return true;
-}
-
-uint16_t Proxy::take_output(rte_mbuf** out, uint16_t max) {
-  uint16_t n = 0;
-  while (n < max && out_head_ != out_tail_) out[n++] = out_[out_head_++ % kProxyOutQueue];
-  return n;
-}
-
-void Proxy::output(void* ctx, rte_mbuf* m) {
-  Proxy* p = static_cast<Proxy*>(ctx);
-  if (p->out_tail_ - p->out_head_ >= kProxyOutQueue) {
-    rte_pktmbuf_free(m);
-    p->count(kPxTxQueueFull);
-    return;
-  }
-  p->out_[p->out_tail_++ % kProxyOutQueue] = m;
-}
+void Proxy::advance() { idle_wheel_.advance(now_ms(), kIdleTimerBudget, this); }
 
 void Proxy::publish(bool force) {
   if (!force && now_ms() == published_ms_) return;
@@ -126,18 +66,13 @@ void Proxy::publish(bool force) {
   auto put = [](uint64_t& dst, uint64_t v) {
     std::atomic_ref<uint64_t>(dst).store(v, std::memory_order_relaxed);
   };
+  counters_[kPxTxQueueFull] = host_.output_dropped();
   for (uint32_t i = 0; i < kProxyCounterCount; ++i) put(published_.proxy[i], counters_[i]);
-  const tcp::TcpCounters& tc = stack_->counters();
+  const tcp::TcpCounters& tc = stack_.counters();
   for (uint32_t i = 0; i < tcp::kTcpCounterCount; ++i) put(published_.tcp[i], tc.v[i]);
   put(published_.sessions_active, sessions_active_);
-  put(published_.tcp_connections, stack_->connections());
-  put(published_.tcp_mem_bytes, stack_->mem_used());
-}
-
-bool Proxy::tuple_in_use(const IpAddr& local, uint16_t local_port_be, const IpAddr& remote,
-                         uint16_t remote_port_be) const {
-  return stack_->state_of(TcpTuple{local, remote, ntohs(local_port_be), ntohs(remote_port_be)}) !=
-         tcp::TcpState::kClosed;
+  put(published_.tcp_connections, stack_.connections());
+  put(published_.tcp_mem_bytes, stack_.mem_used());
 }
 
 // ---- listeners ------------------------------------------------------------------------------
@@ -162,13 +97,13 @@ void Proxy::sync_listeners() {
       ++i;
       continue;
     }
-    stack_->unlisten(listening_[i].vip, listening_[i].port);
+    host_.unlisten(listening_[i].vip, listening_[i].port);
     listening_[i] = listening_.back();
     listening_.pop_back();
   }
   for (const ListenKey& k : wanted_) {
     if (has(listening_, k)) continue;
-    if (stack_->listen(k.vip, k.port, &Proxy::accept, this) == tcp::TcpError::kOk) {
+    if (host_.listen(k.vip, k.port, &Proxy::accept, this) == tcp::TcpError::kOk) {
       listening_.push_back(k);
     }
   }
@@ -222,58 +157,30 @@ void Proxy::free_session(Session* s) {
   --sessions_active_;
 }
 
-int Proxy::egress_port(const IpAddr& a) const {
-  uint32_t nh = 0;
-  const int rc = a.is_v4() ? rte_lpm_lookup(snap_->lpm4, a.v4_host(), &nh)
-                           : rte_lpm6_lookup(snap_->lpm6, a.b, &nh);
-  if (rc != 0 || nh >= snap_->next_hops.size()) return -1;
-  return snap_->next_hops[nh].port_index;
-}
-
-bool Proxy::port_ok(void* ctx, const TcpTuple& t) {
-  Proxy* p = static_cast<Proxy*>(ctx);
-  // Replies reaching another worker are handed here by their destination port, as for fullnat.
-  if (t.local_port % p->d_.n_workers != p->d_.index) return false;
-  // A fullnat flow of conntrack owns this tuple's replies.
-  const Tuple reply{t.remote, t.local, htons(t.remote_port), htons(t.local_port), kProtoTcp};
-  if (p->d_.flows != nullptr && p->d_.flows->reply_in_use(reply, FlowTable::hash(reply))) {
-    return false;
-  }
-  if (p->conn_rss_ != nullptr && p->conn_rss_tries_ < kProxyRssTries) {
-    ++p->conn_rss_tries_;
-    const RssPredictor* rss = p->conn_rss_;
-    if (rss->queue_of(rss->with_dport(p->conn_rss_fixed_, t.local.is_v4(), t.local_port)) !=
-        p->d_.index) {
-      return false;
-    }
-  }
-  return true;
-}
-
 void Proxy::on_accepted(void* user, TcpConnId c, TcpEvent ev) {
   Proxy* p = static_cast<Proxy*>(user);
   if (ev == TcpEvent::kConnected) {
     p->start_session(c);
   } else {
-    p->stack_->abort(c);  // not reached: kConnected always comes first
+    p->stack_.abort(c);  // not reached: kConnected always comes first
   }
 }
 
 void Proxy::start_session(TcpConnId c) {
   tcp::TcpConnInfo ci;
-  if (!stack_->info(c, &ci)) return;
+  if (!stack_.info(c, &ci)) return;
   const TcpTuple& t = ci.tuple;  // local: the VIP, remote: the client
   const SnapService* svc =
       snap_ != nullptr ? snap_->find_service(t.local, htons(t.local_port), kProtoTcp) : nullptr;
   if (svc == nullptr || svc->mode != Mode::kProxy) {
     count(kPxRefusedNoService);
-    stack_->abort(c);
+    stack_.abort(c);
     return;
   }
   count(kPxAccepted);
   if (svc->table_size == 0) {
     count(kPxNoBackend);
-    stack_->abort(c);
+    stack_.abort(c);
     return;
   }
   // The same flow hash as the packet modes, so a service keeps its spread when its mode changes.
@@ -281,28 +188,28 @@ void Proxy::start_session(TcpConnId c) {
                                   kProtoTcp);
   const SnapBackend& be =
       snap_->backends[svc->first_backend + lb_lookup(svc->table, svc->table_size, h)];
-  if (be.tunnel == Tunnel::kHbone && hbone_ != nullptr) {
+  if (be.tunnel == Tunnel::kHbone && originate_ != nullptr) {
     count(kPxHboneOriginated);
-    hbone_->originate(c, *svc, be);  // the originator owns the client connection from here
+    originate_(originate_ctx_, c, *svc, be);  // the originator owns the client connection now
     return;
   }
   Session* s = alloc_session();
   if (s == nullptr) {
     count(kPxSessionTableFull);
-    stack_->abort(c);
+    stack_.abort(c);
     return;
   }
   s->conn[kClient] = c;
   s->connected[kClient] = true;
   s->stat_id = be.stat_id < kMaxBackendStats ? be.stat_id : 0;
-  stack_->set_user(c, &Proxy::on_client, s);
+  stack_.set_user(c, &Proxy::on_client, s);
   TcpConnId b = tcp::kNoConn;
-  const tcp::TcpError e = connect_upstream(be.address, be.port_be, h, &Proxy::on_backend, s, &b);
+  const tcp::TcpError e = host_.connect(be.address, be.port_be, h, &Proxy::on_backend, s, &b);
   if (e != tcp::TcpError::kOk) {
     count(e == tcp::TcpError::kBadState ? kPxNoLocalAddress
           : e == tcp::TcpError::kNoPort ? kPxNoPort
                                         : kPxSessionTableFull);
-    stack_->abort(c);
+    stack_.abort(c);
     s->conn[kClient] = tcp::kNoConn;
     free_session(s);
     return;
@@ -314,31 +221,16 @@ void Proxy::start_session(TcpConnId c) {
     // Queued before any client byte; sent once the handshake completes.
     uint8_t hdr[kProxyV2MaxLen];
     const uint32_t n = write_proxy_v2(hdr, t.remote, t.remote_port, t.local, t.local_port);
-    if (stack_->send(b, hdr, n) == n) count(kPxProxyProtocolSent);
+    if (stack_.send(b, hdr, n) == n) count(kPxProxyProtocolSent);
   }
   s->last_active_ms = s->created_ms = now_ms();
   if (p_.idle_timeout_ms != 0) idle_wheel_.schedule(&s->idle, now_ms() + p_.idle_timeout_ms);
 }
 
-tcp::TcpError Proxy::connect_upstream(const IpAddr& to, uint16_t port_be, uint32_t hash,
-                                      tcp::TcpEventFn fn, void* user, TcpConnId* out) {
-  const std::vector<LocalNat>& pool = to.is_v4() ? snap_->fullnat_v4 : snap_->fullnat_v6;
-  if (pool.empty()) return tcp::TcpError::kBadState;
-  const IpAddr local = pool[hash % pool.size()].address;
-  const int port = egress_port(to);
-  conn_rss_ = port >= 0 && !d_.flow_steered[port] ? d_.rss[port] : nullptr;
-  conn_rss_fixed_ = conn_rss_ != nullptr ? conn_rss_->fixed_hash(to, local, port_be) : 0;
-  conn_rss_tries_ = 0;
-  const tcp::TcpError e =
-      stack_->connect(local, to, ntohs(port_be), &Proxy::port_ok, this, fn, user, out);
-  conn_rss_ = nullptr;
-  return e;
-}
-
 bool Proxy::session_record(uint32_t i, FlowRecord* o) const {
   const Session& s = sessions_[i];
   tcp::TcpConnInfo c, b;
-  if (!s.used || !stack_->info(s.conn[kClient], &c) || !stack_->info(s.conn[kBackend], &b)) {
+  if (!s.used || !stack_.info(s.conn[kClient], &c) || !stack_.info(s.conn[kBackend], &b)) {
     return false;
   }
   o->client = c.tuple.remote;
@@ -433,11 +325,11 @@ void Proxy::pump(Session* s, int from) {
     if (c == nullptr) {
       uint32_t len = 0;
       // At most what the other side takes now, so send_chain() never refuses it.
-      c = stack_->recv_chain(src, &len, stack_->send_space(dst));
+      c = stack_.recv_chain(src, &len, stack_.send_space(dst));
       if (c == nullptr) break;
     }
     const uint32_t len = rte_pktmbuf_pkt_len(c);
-    if (!stack_->send_chain(dst, c)) {
+    if (!stack_.send_chain(dst, c)) {
       s->pending[from] = c;  // send_chain() asked for kWritable
       break;
     }
@@ -455,12 +347,12 @@ void Proxy::pump(Session* s, int from) {
   }
   if (s->pending[from] != nullptr) return;
   tcp::TcpConnInfo ci;
-  if (stack_->info(src, &ci) && ci.recv_queued > 0) {
+  if (stack_.info(src, &ci) && ci.recv_queued > 0) {
     // Even the first received mbuf does not fit the other side's buffer now.
-    stack_->request_writable(dst);
+    stack_.request_writable(dst);
   } else if (s->fin_in[from] && !s->shut[to]) {
     // RFC 9293 §3.10.4: half-close passes through; the other direction keeps flowing.
-    stack_->shutdown_write(dst);
+    stack_.shutdown_write(dst);
     s->shut[to] = true;
   }
 }
@@ -472,9 +364,9 @@ void Proxy::end(Session* s, bool abort_client, bool abort_backend) {
     if (c == tcp::kNoConn) continue;
     // close() resets by itself when unread data is left (RFC 9293 §3.10.4).
     if (abort[side]) {
-      stack_->abort(c);
+      stack_.abort(c);
     } else {
-      stack_->close(c);
+      stack_.close(c);
     }
     s->conn[side] = tcp::kNoConn;
   }

@@ -63,6 +63,7 @@ struct Tcb {
   uint8_t rcv_wscale = 0;  // ours
   // Lifecycle.
   bool app_owned = false;     // the application holds a handle (until close()/abort())
+  bool active_open = false;   // made by connect(): counted in TcpStack's local-port index
   bool orphaned = false;      // the application released it (close()): never owned again
   bool syn_counted = false;   // counted in its listener's SYN backlog
   bool shut_wr = false;       // the application will send no more: FIN after the data

@@ -111,7 +111,7 @@ bool TcpStack::emit(const TcpTuple& tp, bool v6, uint32_t seq, uint32_t ack, uin
   count(kSegsOut);
   count(kBytesOut, len);
   if (flags & kTcpRst) count(kRstOut);
-  deps_.output(deps_.output_ctx, m);
+  deps_.output(deps_.output_ctx, m, tp);
   return true;
 }
 

@@ -40,6 +40,7 @@ TcpStack::TcpStack(const TcpConfig& cfg, const TcpStackDeps& deps, uint64_t now_
   free_head_ = 1;
   table_.init(cfg_.max_connections);
   tw_fifo_ = std::make_unique<uint64_t[]>(cfg_.max_connections);
+  active_refs_ = std::make_unique<uint32_t[]>(65536);
   listeners_.resize(cfg_.max_listeners);
   cookies_.set_secret(cfg_.secret);
   hash_seed_ = uint32_t(cfg_.secret.k0 ^ (cfg_.secret.k1 >> 7));
@@ -164,6 +165,11 @@ void TcpStack::free_tcb(Tcb* t) {
   t->rq_bytes = 0;
   t->rq_mbufs = 0;
   const bool in_table = t->stack != nullptr;
+  if (in_table && t->active_open) {
+    const uint16_t p = t->tuple.local_port;
+    if (--active_refs_[p] == 0) active_bits_[p >> 6] &= ~(uint64_t(1) << (p & 63));
+  }
+  t->active_open = false;
   if (in_table) {
     table_.erase(t->hash, uint32_t(t - tcbs_.get()));
     --used_;
@@ -342,6 +348,10 @@ TcpError TcpStack::connect(const IpAddr& local, const IpAddr& remote, uint16_t r
   Tcb* t = alloc_tcb(tp);
   if (t == nullptr) return TcpError::kTableFull;
   init_tcb_common(t, !local.is_v4());
+  t->active_open = true;
+  if (active_refs_[tp.local_port]++ == 0) {
+    active_bits_[tp.local_port >> 6] |= uint64_t(1) << (tp.local_port & 63);
+  }
   t->fn = fn;
   t->user = user;
   t->app_owned = true;

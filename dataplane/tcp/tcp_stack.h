@@ -137,6 +137,10 @@ class TcpStack {
   TcpState state(TcpConnId c) const;
   // The state of the connection with this tuple (kClosed when none), for tests and dumps.
   TcpState state_of(const TcpTuple& t) const;
+  // Whether some connection made by connect() (any state, TIME-WAIT included) has `port` (host
+  // order) as its local port: one bit test, the filter in front of state_of() for a caller
+  // that asks per packet whether a segment is one of this stack's active opens.
+  bool active_port(uint16_t port) const { return active_bits_[port >> 6] >> (port & 63) & 1; }
   uint32_t send_space(TcpConnId c) const;
   const TcpCounters& counters() const { return counters_; }
   uint32_t connections() const { return used_; }
@@ -255,6 +259,9 @@ class TcpStack {
   // whose connection left TIME-WAIT since are skipped when popped. max_connections slots.
   std::unique_ptr<uint64_t[]> tw_fifo_;
   uint64_t tw_head_ = 0, tw_tail_ = 0;
+  // Active opens per local port (connect() counts, free_tcb() uncounts) and its bitmap.
+  std::unique_ptr<uint32_t[]> active_refs_;  // 65536
+  uint64_t active_bits_[65536 / 64] = {};
   TcpCounters counters_;
 };
 

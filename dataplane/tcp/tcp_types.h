@@ -67,8 +67,10 @@ using TcpAcceptFn = bool (*)(void* ctx, const TcpTuple& t, TcpEventFn* fn, void*
 using TcpPortOkFn = bool (*)(void* ctx, const TcpTuple& t);
 
 // Frames out: an mbuf holding one IPv4 or IPv6 packet (IP header at the data pointer, with
-// headroom for L2), checksums filled in. The callee owns it.
-using TcpOutputFn = void (*)(void* ctx, rte_mbuf* pkt);
+// headroom for L2, pkt_len = the IP length), checksums filled in, and the connection it belongs
+// to (source = t.local, destination = t.remote; the family is theirs), so the consumer routes
+// it without parsing it again. The callee owns the mbuf.
+using TcpOutputFn = void (*)(void* ctx, rte_mbuf* pkt, const TcpTuple& t);
 
 // ISN generator (RFC 6528); the default is SipHash of the 4-tuple plus a 4 µs clock.
 using TcpIsnFn = uint32_t (*)(void* ctx, const TcpTuple& t, uint64_t now_ns);

@@ -10,6 +10,7 @@
 
 #include "dataplane/nat/icmp_error.h"
 #include "dataplane/packet/wire.h"
+#include "dataplane/stack/stack_host.h"
 
 namespace meshgate::dp {
 
@@ -69,6 +70,19 @@ void stage_classify(WorkerCtx& c, Burst& b, rte_mbuf** pkts, uint16_t n) {
     if (m.l3 == L3::kIpv6 && m.l4_proto == kProtoIcmp6 && m.has_l4() &&
         m.icmp_type >= kNdpRouterSolicit && m.icmp_type <= kNdpRedirect) {
       b.next[i] = kNextNdp;
+      continue;
+    }
+    if (c.stack && m.l4_proto == kProtoTcp && m.has_l4() && !m.is_fragment() &&
+        c.stack->is_local_endpoint(m.dst, m.dport, m.src, m.sport)) {
+      // A listener's (proxy VIP:port, the HBONE port) or one of the stack's own connections':
+      // decided here, before conntrack, so the segment is looked up once, in the stack's
+      // table. What this misses (strays to a fullnat address, listeners past the table's
+      // size) still reaches the stack through the service and lookup stages.
+      if (const Drop d = martian(*c.snap, m); MG_UNLIKELY(d != Drop::kNone)) {
+        b.set_drop(i, d);
+      } else {
+        b.next[i] = kNextStack;
+      }
       continue;
     }
     const bool l4 = trackable(m);

@@ -1,7 +1,8 @@
 // The burst's way in, per worker: frames are checked (our MAC, VLAN tag restored) and parsed
-// into PacketMeta (stage_parse), then classified into their next stage: ARP, NDP, ICMP error,
-// tracked (conntrack lookup, its buckets prefetched) or untracked (stage_classify). The martian
-// checks are in worker/martian.h.
+// into PacketMeta (stage_parse), then classified into their next stage: ARP, NDP, the TCP
+// stack (a listener or a connection of its own), ICMP error, tracked (conntrack lookup, its
+// buckets prefetched) or untracked (stage_classify). The martian checks are in
+// worker/martian.h.
 #pragma once
 
 #include <cstdint>

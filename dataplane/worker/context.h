@@ -13,6 +13,7 @@
 #include "dataplane/conntrack/conntrack.h"
 #include "dataplane/l2/neighbor.h"
 #include "dataplane/nat/frag.h"
+#include "dataplane/nat/fullnat_source.h"
 #include "dataplane/nat/rss.h"
 #include "dataplane/route/nh_cache.h"
 #include "dataplane/snapshot/addr_table.h"
@@ -30,6 +31,7 @@ namespace meshgate::dp {
 
 class Proxy;
 struct ProxyParams;
+class StackHost;
 namespace hbone {
 class Gateway;
 struct GatewayParams;
@@ -38,12 +40,6 @@ struct GatewayParams;
 // ICMP errors a worker may send per second, and the burst above that (Linux icmp_ratelimit).
 inline constexpr uint32_t kIcmpErrorsPerSecond = 1000;
 inline constexpr uint32_t kIcmpErrorBurst = 50;
-// First port tried for fullnat sources; below are the well-known and registered-low ports.
-inline constexpr uint16_t kFullnatFirstPort = 1024;
-// Candidates examined for a fullnat source port whose reply RSS steers to this worker; after
-// that any free port of this worker's residue is taken (the reply is then handed over).
-inline constexpr uint32_t kFullnatRssTries = 64;
-inline constexpr uint32_t kFullnatMaxTries = 4096;
 
 // The worker's millisecond clock (conntrack's) from its nanosecond clock.
 inline uint32_t now_ms_of(uint64_t ns) { return uint32_t(ns / 1'000'000); }
@@ -78,10 +74,11 @@ struct WorkerParams {
   bool pipeline = false;
   int timestamp_offset = -1;  // mbuf dynfield offset of the RX timestamp
   uint64_t timestamp_flag = 0;
-  // Non-null: run the L4 proxy (the worker copies it at init()).
+  // Non-null: run the TCP stack (ProxyParams::tcp) and the L4 proxy on it (the worker copies
+  // it at init()).
   const ProxyParams* proxy = nullptr;
-  // Non-null (with `proxy`): terminate HBONE on the [hbone] port of every local address, on the
-  // proxy's TCP stack (copied at init()).
+  // Non-null (with `proxy`): run the HBONE gateway on the same stack: terminate HBONE on the
+  // [hbone] port of every local address, originate it for tunnel = hbone (copied at init()).
   const hbone::GatewayParams* hbone = nullptr;
 };
 
@@ -100,14 +97,17 @@ struct WorkerCtx {
   NeighborCache* neighbors = nullptr;
   PendingQueue* pending = nullptr;
   NhCache nh;
-  Proxy* proxy = nullptr;          // the L4 proxy and its TCP stack, or null
-  hbone::Gateway* hbone = nullptr;  // the HBONE terminator on that stack, or null
+  // The TCP stack (with proxy services) and its applications, or null.
+  StackHost* stack = nullptr;
+  Proxy* proxy = nullptr;
+  hbone::Gateway* hbone = nullptr;
   uint16_t hbone_port_be = 0;
   // The poll in progress: its snapshot (null between polls), clock and drain state.
   const Snapshot* snap = nullptr;
   uint64_t now_ns = 0;
   bool draining = false;
-  uint32_t fullnat_cursor = 0;  // where the next fullnat source port search starts
+  // The fullnat source choice conntrack and the stack's active opens share.
+  FullnatSource fullnat;
   double icmp_tokens = kIcmpErrorBurst;
   uint64_t icmp_last_ns = 0;
   TxBuffer txq[kMaxPorts];

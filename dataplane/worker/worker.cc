@@ -26,6 +26,7 @@
 #include "dataplane/packet/wire.h"
 #include "dataplane/proxy/proxy.h"
 #include "dataplane/route/route.h"
+#include "dataplane/stack/stack_host.h"
 #include "dataplane/worker/classify.h"
 
 namespace meshgate::dp {
@@ -37,8 +38,9 @@ constexpr uint64_t kReplayIdleNs = 2'000'000'000ull;
 }  // namespace
 
 Worker::~Worker() {
-  delete c_.hbone;  // first: its connections live on the proxy's stack
-  delete c_.proxy;  // then: its connections hold mbufs and backend counter slots
+  delete c_.hbone;  // the applications first: their connections live on the stack
+  delete c_.proxy;  // (the proxy's sessions hold mbufs and backend counter slots)
+  delete c_.stack;  // then the stack: it frees its connections' buffers
   c_.flows.destroy();
   rte_free(c_.backend_counters);
   rte_free(c_.neighbors);
@@ -71,15 +73,19 @@ bool Worker::init(const WorkerParams& p) {
   c_.pending = new (pmem) PendingQueue();
   c_.frags = new (fmem) FragTable();
   if (!c_.flows.init(c_.p.max_flows, c_.p.socket, c_.p.timeouts, c_.p.addrs)) return false;
+  FullnatSourceDeps fd;
+  fd.index = c_.p.index;
+  fd.n_workers = c_.p.n_workers;
+  fd.flows = &c_.flows;
+  fd.rss = c_.p.rss;
+  fd.flow_steered = c_.p.flow_steered;
+  c_.fullnat.init(fd);
   if (c_.p.proxy) {
+    c_.stack = new (std::nothrow) StackHost(c_.p.proxy->tcp, c_.fullnat, c_.p.pool, c_.now_ns);
+    if (!c_.stack) return false;
     ProxyDeps d;
-    d.index = c_.p.index;
-    d.n_workers = c_.p.n_workers;
-    d.pool = c_.p.pool;
-    d.flows = &c_.flows;
+    d.host = c_.stack;
     d.backend_counters = c_.backend_counters;
-    d.rss = c_.p.rss;
-    d.flow_steered = c_.p.flow_steered;
     c_.proxy = new (std::nothrow) Proxy(*c_.p.proxy, d, c_.now_ns);
     if (!c_.proxy) return false;
     c_.p.proxy = nullptr;  // the control thread's copy is not needed (nor valid) later
@@ -88,18 +94,17 @@ bool Worker::init(const WorkerParams& p) {
     // pipeline's (docs/DATAPLANE.md, "The two-poll pipeline").
     c_.p.pipeline = false;
     if (c_.p.hbone) {
-      c_.hbone = new (std::nothrow) hbone::Gateway(*c_.p.hbone, *c_.proxy, c_.p.index, c_.now_ns);
+      c_.hbone = new (std::nothrow) hbone::Gateway(*c_.p.hbone, *c_.stack, c_.p.index, c_.now_ns);
       if (!c_.hbone) return false;
       c_.hbone_port_be = htons(c_.hbone->port());
-      c_.proxy->set_hbone(c_.hbone);  // VIP connections whose choice is an HBONE endpoint
+      // VIP connections whose choice is an HBONE endpoint go to the originator.
+      c_.proxy->set_originator(&hbone::Gateway::originate_fn, c_.hbone);
     }
   }
   c_.p.hbone = nullptr;
   tsc_hz_ = rte_get_tsc_hz();
   tsc_start_ = rte_rdtsc();
   ns_per_tsc_q32_ = ns_per_tsc_q32(tsc_hz_);
-  // Spread the workers' fullnat port searches.
-  c_.fullnat_cursor = c_.p.index * 7919u;
   return true;
 }
 
@@ -147,6 +152,7 @@ uint32_t Worker::poll_once() {
   uint32_t total = 0;
   if (MG_LIKELY(c_.snap != nullptr)) {
     counter_add(c_.counters.snapshot_version, c_.snap->version - c_.counters.snapshot_version);
+    if (c_.stack) c_.stack->begin(c_.snap, c_.now_ns);
     if (c_.proxy) c_.proxy->begin(c_.snap, c_.now_ns, draining_.load(std::memory_order_relaxed));
     if (c_.hbone) c_.hbone->begin(c_.snap, c_.now_ns, draining_.load(std::memory_order_relaxed));
     for (const auto& port : c_.p.ports) total += rx_port(port.index);
@@ -156,6 +162,7 @@ uint32_t Worker::poll_once() {
     if (dump_req_.load(std::memory_order_relaxed)) serve_flow_dump();
     c_.flows.advance(c_.now_ms());
     if (c_.proxy) {
+      c_.stack->advance();
       c_.proxy->advance();
       if (c_.hbone) {
         c_.hbone->advance();
@@ -340,15 +347,16 @@ void Worker::process_burst(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool h
 void Worker::stage_stack(rte_mbuf** pkts, uint16_t n) {
   if (!b_.next_mask(n, kNextStack, kNextStack)) return;  // the common burst has none
   for (uint16_t i = 0; i < n; ++i) {
-    if (b_.next[i] == kNextStack) c_.proxy->input(pkts[i], b_.meta[i]);
+    if (b_.next[i] == kNextStack) c_.stack->input(pkts[i], b_.meta[i]);
   }
 }
 
 void Worker::send_generated() {
   // Between bursts: the per-burst scratch is free for the stack's frames.
   rte_mbuf* pkts[kBurst];
-  while (c_.proxy->has_output()) {
-    const uint16_t n = c_.proxy->take_output(pkts, kBurst);
+  while (c_.stack->has_output()) {
+    // Each frame comes with the route stage's view of it (family, addresses, length).
+    const uint16_t n = c_.stack->take_output(pkts, b_.meta, kBurst);
     counter_add(c_.counters.generated, n);
     for (uint16_t i = 0; i < n; ++i) {
       rte_mbuf* mb = pkts[i];
@@ -356,7 +364,6 @@ void Worker::send_generated() {
       b_.egress[i] = Egress{};
       b_.extra[i].m = nullptr;
       b_.visited[i] = 0;
-      const bool v6 = rte_pktmbuf_mtod(mb, const uint8_t*)[0] >> 4 == 6;
       auto* eth = reinterpret_cast<uint8_t*>(rte_pktmbuf_prepend(mb, kEthHdrLen));
       if (!eth) {
         b_.next[i] = kNextDrop;
@@ -364,11 +371,10 @@ void Worker::send_generated() {
         continue;
       }
       std::memset(eth, 0, 12);  // the route stage writes the addresses
-      wr16(eth + 12, v6 ? kEtherTypeIpv6 : kEtherTypeIpv4);
-      // Our own frame: parsed for the route stage's view of it (addresses, length, family).
-      const Drop d = parse_frame(eth, mb->data_len, mb->pkt_len, &b_.meta[i], false);
-      b_.next[i] = d == Drop::kNone ? kNextRoute : kNextDrop;
-      b_.drop[i] = d;
+      wr16(eth + 12, b_.meta[i].l3 == L3::kIpv6 ? kEtherTypeIpv6 : kEtherTypeIpv4);
+      b_.meta[i].l3_off = kEthHdrLen;
+      b_.next[i] = kNextRoute;
+      b_.drop[i] = Drop::kNone;
     }
     stage_route(c_, b_, pkts, n);
     stage_dispatch(pkts, n);

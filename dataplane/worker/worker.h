@@ -11,10 +11,12 @@
 // Then packets handed over by other workers (worker/handoff.h), timers, neighbor updates, an
 // RCU quiescent state.
 //
-// With proxy services (mode = "proxy") the worker also runs the L4 proxy and its TCP stack
-// (dataplane/proxy): stage_stack() hands it TCP segments to proxy VIPs and to [fullnat]
-// addresses that match no flow; the frames it emits go through the route stage as generated
-// packets (send_generated()); its timers run once per poll iteration.
+// With proxy services (mode = "proxy") the worker also runs a userspace TCP stack
+// (dataplane/stack/stack_host.h) and its applications, the L4 proxy (dataplane/proxy) and the
+// HBONE gateway (dataplane/hbone): stage_stack() hands the stack TCP segments to proxy VIPs, to
+// the [hbone] port and to [fullnat] addresses that match no flow; the frames it emits go through
+// the route stage as generated packets with their L3 metadata (send_generated()); its timers
+// run once per poll iteration.
 //
 // Threads: init() on the control thread before launch; run() / poll_once() on the worker lcore;
 // request_stop(), set_draining(), post_flow_dump(), counters() and done() from any thread.
@@ -73,8 +75,12 @@ class Worker {
   const WorkerCounters& counters() const { return c_.counters; }
   const BackendCounters* backend_counters() const { return c_.backend_counters; }
   const FlowTable& flows() const { return c_.flows; }
-  // The L4 proxy, or nullptr without proxy services. Its stats() may be read by any thread.
+  // The L4 proxy, or nullptr without proxy services. Its stats() (which carry the TCP stack's
+  // counters) may be read by any thread.
   const Proxy* proxy() const { return c_.proxy; }
+  // The TCP stack and its owner, or nullptr without proxy services. Worker thread only (or
+  // after the worker stopped).
+  const StackHost* stack() const { return c_.stack; }
   // The HBONE terminator, or nullptr without [hbone] certificates. Its stats() may be read by
   // any thread.
   const hbone::Gateway* hbone() const { return c_.hbone; }

@@ -65,7 +65,7 @@ class Tun {
  public:
   Tun(int fd, const Options& o, rte_mempool* pool) : fd_(fd), o_(o), pool_(pool), rng_(o.seed) {}
 
-  static void output(void* ctx, rte_mbuf* m) { static_cast<Tun*>(ctx)->send(m); }
+  static void output(void* ctx, rte_mbuf* m, const TcpTuple&) { static_cast<Tun*>(ctx)->send(m); }
 
   // Reads what the kernel sent (and what was held back and is now due) into the stack.
   void poll_in(TcpStack& st) {

@@ -111,7 +111,9 @@ struct Endpoint {
   std::unique_ptr<TcpStack> stack;
   std::deque<rte_mbuf*> out;
 
-  static void on_output(void* ctx, rte_mbuf* m) { static_cast<Endpoint*>(ctx)->out.push_back(m); }
+  static void on_output(void* ctx, rte_mbuf* m, const TcpTuple&) {
+    static_cast<Endpoint*>(ctx)->out.push_back(m);
+  }
 
   Endpoint(const TcpConfig& cfg, uint64_t now_ns, TcpIsnFn isn = nullptr, void* isn_ctx = nullptr) {
     wheel->init(uint32_t(now_ns / 1'000'000));

@@ -1,7 +1,9 @@
 // mode = "proxy" through the real worker (net_ring ports, DataplaneHarness) against a peer TCP
 // stack playing the client (192.0.2.2, routed via the router) and the backends (198.51.100.x,
 // on-link): handshakes, splicing, half-close, resets, idle timeout, PROXY protocol v2, bounded
-// buffering with a slow reader, and RSS-aware backend ports with two workers.
+// buffering with a slow reader, RSS-aware backend ports with two workers, and which segments
+// the stack's owner calls its own (StackHost::is_local_endpoint).
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 
 #include <map>
@@ -9,6 +11,7 @@
 
 #include "dataplane/proxy/proxy.h"
 #include "dataplane/proxy/proxy_protocol.h"
+#include "dataplane/stack/stack_host.h"
 #include "tests/support/dp_harness.h"
 #include "tests/support/tcp_test_util.h"
 
@@ -453,6 +456,32 @@ TEST(Proxy, SessionsAppearInFlowDumps) {
   EXPECT_EQ(r.state, dp::TcpState::kEstablished);
   EXPECT_NEAR(double(r.age_ms), 1005, 10);
   EXPECT_NEAR(double(r.expires_in_ms), 30000 - 1005, 10);
+}
+
+TEST(Proxy, StackLocalEndpointsAreItsListenersAndTheTuplesOfItsOwnConnections) {
+  Net n(config(""), HarnessOptions{});
+  const TcpConnId c = n.connect(80);
+  ASSERT_TRUE(n.peer.conns[c].connected);
+  ASSERT_EQ(n.peer.accepted.size(), 1u);
+  const TcpTuple bt = n.peer.conns[n.peer.accepted[0]].tuple;  // local: the backend
+  ASSERT_EQ(bt.remote, kLocal);
+  const dp::StackHost* s = n.h.worker().stack();
+  ASSERT_NE(s, nullptr);
+  const IpAddr other = *IpAddr::parse("192.0.2.99");
+  // Listeners: every proxy VIP:port, whatever the source; nothing else on the VIP or elsewhere.
+  EXPECT_TRUE(s->is_local_endpoint(kVip, htons(80), kClient, htons(40000)));
+  EXPECT_TRUE(s->is_local_endpoint(kVip, htons(81), other, htons(1)));
+  EXPECT_TRUE(s->is_local_endpoint(kVip, htons(82), other, htons(1)));
+  EXPECT_FALSE(s->is_local_endpoint(kVip, htons(83), kClient, htons(40000))) << "no service";
+  EXPECT_FALSE(s->is_local_endpoint(kLocal, htons(80), kClient, htons(40000)))
+      << "the port on another address";
+  // The backend connection: the segments of its tuple only (a conntrack fullnat flow may use the
+  // same address and port toward another backend).
+  EXPECT_TRUE(s->is_local_endpoint(kLocal, htons(bt.remote_port), bt.local, htons(bt.local_port)));
+  EXPECT_FALSE(s->is_local_endpoint(kLocal, htons(bt.remote_port), other, htons(bt.local_port)));
+  EXPECT_FALSE(s->is_local_endpoint(kLocal, htons(bt.remote_port), bt.local, htons(9999)));
+  EXPECT_FALSE(s->is_local_endpoint(kLocal, htons(uint16_t(bt.remote_port + 1)), bt.local,
+                                    htons(bt.local_port)));
 }
 
 TEST(ProxyProtocol, V2HeaderForIpv6) {

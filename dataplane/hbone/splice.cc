@@ -1,0 +1,227 @@
+// The HBONE splice: the bytes of a tunnel, both ways, with flow control. A tunnel (Up) joins an
+// HTTP/2 stream to a TCP connection on the stack (the terminator's upstream, or the client of
+// an origination) or, for a double hop, to another stream (pump_bridge). A side reads only what
+// the other side can take now, so a slow side closes the other's window (HTTP/2 or TCP);
+// END_STREAM <-> FIN and RST_STREAM <-> RST carry the ends.
+#include <algorithm>
+
+#include "dataplane/hbone/gateway.h"
+#include "dataplane/hbone/gateway_parts.h"
+#include "dataplane/tcp/tcp_stack.h"
+
+namespace meshgate::dp::hbone {
+
+using tcp::TcpConnId;
+using tcp::TcpEvent;
+
+void Gateway::on_up(void* user, TcpConnId, TcpEvent ev) {
+  Up* u = static_cast<Up*>(user);
+  u->gw->up_event(u, ev);
+}
+
+void Gateway::up_event(Up* u, TcpEvent ev) {
+  Conn* c = u->conn;
+  switch (ev) {
+    case TcpEvent::kConnected:
+      u->connected = true;
+      count(GwCounter::k_upstream_connected);
+      c->engine->upstream_connected(u->stream, true);
+      pump_down(u);  // bytes that came with the request
+      break;
+    case TcpEvent::kReadable:
+      pump_up(u);
+      break;
+    case TcpEvent::kPeerFin:
+      u->fin_in = true;
+      pump_up(u);
+      break;
+    case TcpEvent::kWritable:
+      pump_down(u);
+      break;
+    case TcpEvent::kReset:
+    case TcpEvent::kClosed:
+      if (u->origin && !u->connected) {
+        // The client went away before its tunnel opened.
+        count(GwCounter::k_origin_client_resets);
+        if (c == nullptr) {
+          waiting_.erase(std::find(waiting_.begin(), waiting_.end(), u));
+          stack_.abort(u->tcp);
+          delete u;
+          return;
+        }
+        const int32_t stream = u->stream;
+        drop_up(u, true);
+        c->engine->stream_reset(stream, 8);  // CANCEL
+      } else if (!u->connected) {
+        // Refused (RST) or the handshake timed out: 503.
+        count(GwCounter::k_upstream_failed);
+        const int32_t stream = u->stream;
+        drop_up(u, false);
+        c->engine->upstream_connected(stream, false);
+      } else if (ev == TcpEvent::kClosed && u->fin_in && u->shut) {
+        // Both directions ended and acknowledged: bytes still unread go on as the stream
+        // takes them; maybe_finish() releases the handle.
+        pump_up(u);
+      } else {
+        pump_up(u);  // what arrived before the reset
+        count(GwCounter::k_upstream_resets);
+        const int32_t stream = u->stream;
+        drop_up(u, false);
+        c->engine->stream_reset(stream, kUpstreamResetCode);
+      }
+      break;
+  }
+  if (c != nullptr) service(c);
+  settle();
+}
+
+void Gateway::pump_from_stream(Up* u) {
+  if (u->bridge != nullptr) {
+    pump_bridge(u, u->bridge);
+  } else {
+    pump_down(u);
+  }
+}
+
+void Gateway::pump_up(Up* u) {
+  if (!u->connected || u->tcp == tcp::kNoConn || u->stream_end) return;
+  Connection& e = *u->conn->engine;
+  uint8_t buf[kChunk];
+  uint64_t moved = 0;
+  for (;;) {
+    const size_t room = e.stream_send_room(u->stream);
+    if (room == 0) {
+      // Full send budget: asks for kStreamWritable (takes nothing); the upstream's unread
+      // bytes close its TCP window meanwhile.
+      e.stream_write(u->stream, buf, 1);
+      break;
+    }
+    const uint32_t n = stack_.recv(u->tcp, buf, uint32_t(std::min(room, sizeof buf)));
+    if (n == 0) break;
+    e.stream_write(u->stream, buf, n);  // n <= room: all taken
+    moved += n;
+  }
+  count(GwCounter::k_bytes_from_upstream, moved);
+  tcp::TcpConnInfo ci;
+  if (u->fin_in && (!stack_.info(u->tcp, &ci) || ci.recv_queued == 0)) {
+    e.stream_shutdown(u->stream);  // FIN → END_STREAM after the bytes before it
+    u->stream_end = true;
+  }
+}
+
+void Gateway::pump_down(Up* u) {
+  if (!u->connected || u->tcp == tcp::kNoConn) return;
+  Connection& e = *u->conn->engine;
+  uint8_t buf[kChunk];
+  uint64_t moved = 0;
+  for (;;) {
+    const size_t avail = e.stream_readable(u->stream);
+    if (avail == 0) break;
+    const uint32_t space = stack_.send_space(u->tcp);
+    if (space == 0) {
+      stack_.request_writable(u->tcp);  // the stream's window stays closed meanwhile
+      break;
+    }
+    const size_t n = e.stream_read(u->stream, buf, std::min({avail, sizeof buf, size_t(space)}));
+    if (n == 0) break;
+    const uint32_t sent = stack_.send(u->tcp, buf, uint32_t(n));
+    moved += sent;
+    if (sent < n) {
+      // Out of mbufs: the bytes read cannot be put back, so the tunnel cannot stay exact.
+      count(GwCounter::k_upstream_resets);
+      count(GwCounter::k_bytes_to_upstream, moved);
+      const int32_t stream = u->stream;
+      Conn* c = u->conn;
+      drop_up(u, true);
+      c->engine->stream_reset(stream, kUpstreamResetCode);
+      return;
+    }
+  }
+  count(GwCounter::k_bytes_to_upstream, moved);
+  if (u->remote_end && !u->shut && e.stream_readable(u->stream) == 0) {
+    stack_.shutdown_write(u->tcp);  // END_STREAM → FIN; the other direction keeps flowing
+    u->shut = true;
+  }
+  maybe_finish(u);
+}
+
+void Gateway::maybe_finish(Up* u) {
+  if (!u->h2_closed) return;
+  Conn* c = u->conn;
+  if (c->engine->stream_readable(u->stream) != 0) return;
+  const int32_t stream = u->stream;
+  count(GwCounter::k_tunnels_closed);
+  drop_up(u, false);  // close(): FIN after what is queued, or RST if upstream bytes are unread
+  c->engine->stream_release(stream);
+}
+
+void Gateway::drop_up(Up* u, bool reset_tcp) {
+  Conn* c = u->conn;
+  if (reset_tcp) {
+    abandon_partner(u);
+  } else if (u->bridge != nullptr) {
+    u->bridge->bridge = nullptr;  // both streams ended: the partner finishes on its own
+    u->bridge = nullptr;
+  }
+  if (u->tcp != tcp::kNoConn) {
+    if (reset_tcp) {
+      stack_.abort(u->tcp);
+    } else {
+      stack_.close(u->tcp);
+    }
+  }
+  c->ups.erase(std::find(c->ups.begin(), c->ups.end(), u));
+  delete u;
+  --n_tunnels_;
+}
+
+// ---- double hop -----------------------------------------------------------------------------
+
+void Gateway::pump_bridge(Up* from, Up* to) {
+  if (from->bridge != to || !from->connected || !to->connected) return;
+  Connection& fe = *from->conn->engine;
+  Connection& te = *to->conn->engine;
+  uint8_t buf[kChunk];
+  uint64_t moved = 0;
+  for (;;) {
+    const size_t avail = fe.stream_readable(from->stream);
+    if (avail == 0) break;
+    const size_t room = te.stream_send_room(to->stream);
+    if (room == 0) {
+      te.stream_write(to->stream, buf, 1);  // asks for kStreamWritable on `to`; takes nothing
+      break;
+    }
+    const size_t n = fe.stream_read(from->stream, buf, std::min({avail, room, sizeof buf}));
+    if (n == 0) break;
+    te.stream_write(to->stream, buf, n);  // n <= room: all taken
+    moved += n;
+  }
+  count(from->origin ? GwCounter::k_bytes_from_upstream : GwCounter::k_bytes_to_upstream, moved);
+  if (from->remote_end && !to->stream_end && fe.stream_readable(from->stream) == 0) {
+    te.stream_shutdown(to->stream);  // END_STREAM on after the bytes before it
+    to->stream_end = true;
+  }
+  mark(from->conn);  // window updates
+  mark(to->conn);
+  maybe_finish(from);
+}
+
+void Gateway::abandon_partner(Up* u) {
+  Up* p = u->bridge;
+  if (p == nullptr) return;
+  u->bridge = nullptr;
+  p->bridge = nullptr;
+  if (p->conn == nullptr) {  // an origination still waiting for a stream
+    waiting_.erase(std::find(waiting_.begin(), waiting_.end(), p));
+    delete p;
+    return;
+  }
+  if (!p->connected && !p->origin) {
+    refused_.emplace_back(p->conn, p->stream);  // the terminated CONNECT: 503
+  } else {
+    p->conn->engine->stream_reset(p->stream, p->connected ? kH2ConnectError : 8);
+  }
+  mark(p->conn);
+}
+
+}  // namespace meshgate::dp::hbone
