@@ -29,7 +29,7 @@
 #include "control/flowsteer/flowsteer.h"
 #include "control/mesh/authz.h"
 #include "control/mesh/mesh_runtime.h"
-#include "dataplane/common/eal_cleanup.h"
+#include "control/runtime/eal_cleanup.h"
 #include "control/admin/admin.h"
 #include "control/certs/cert_info.h"
 #include "control/certs/cert_provider.h"
@@ -298,7 +298,7 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
       (unsigned long)(heap_bytes >> 20), plan.memory_mb, rte_lcore_count(), workers);
   if (rte_lcore_count() < workers + 1) {
     log(LogLevel::kError, "not_enough_lcores", "lcores=%u needed=%u", rte_lcore_count(), workers + 1);
-    dp::eal_cleanup();
+    eal_cleanup();
     return kExitRuntime;
   }
 
@@ -804,7 +804,7 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
   publisher.shutdown();
   reg.reset();
   rte_mempool_free(pool);
-  dp::eal_cleanup();
+  eal_cleanup();
   return rc;
 }
 
