@@ -33,6 +33,7 @@
 #include "control/admin/admin.h"
 #include "control/certs/cert_info.h"
 #include "control/certs/cert_provider.h"
+#include "control/certs/tls_context.h"
 #include "control/admin/prometheus.h"
 #include "control/mesh/xds_provider.h"
 #include "control/runtime/eal.h"
@@ -334,14 +335,14 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
   // on the control thread). False, with the running ones kept, when no context can be built.
   auto take_certificate = [&](CertBundle b) {
     std::vector<std::shared_ptr<const dp::tls::Context>> contexts;
-    dp::tls::ContextConfig tc;
+    TlsContextConfig tc;
     tc.cert_chain_pem = b.chain_pem;
     tc.private_key_pem = b.key_pem;
     tc.trust_bundle_pem = b.roots_pem;
     tc.trust_domain = cfg.hbone.trust_domain;
     for (uint32_t w = 0; w < workers; ++w) {
       std::string err;
-      std::shared_ptr<const dp::tls::Context> c = dp::tls::Context::create(tc, err);
+      std::shared_ptr<const dp::tls::Context> c = create_tls_context(tc, err);
       if (!c) {
         log(LogLevel::kError, "certificate_unusable", "identity=%s error=\"%s\" keeping=%s",
             b.identity.c_str(), err.c_str(), reg->tls_contexts.empty() ? "none" : "the previous");
