@@ -1,5 +1,5 @@
-// Building the TLS contexts of HBONE's mutual TLS 1.3 (specs/hbone.md "TLS"): one SSL_CTX from
-// the workload's certificate chain, key and trust bundle, with the mesh's protocol policy.
+// Building the TLS contexts of HBONE's mutual TLS 1.3 (docs/HBONE.md): one SSL_CTX from the
+// workload's certificate chain, key and trust bundle, with the mesh's protocol policy.
 // Control thread only (or a tool's setup): it reads files, parses PEM and checks the key. The
 // built dp::tls::Context is handed to one worker, which only reads it to make sessions
 // (dataplane/tls/tls.h). Its own small library (meshgate_tls_context) so that the HBONE tools,
