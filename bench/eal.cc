@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "dataplane/common/eal_cleanup.h"
+#include "control/runtime/eal_cleanup.h"
 
 namespace meshgate::bench {
 
@@ -28,7 +28,7 @@ void init_eal_once() {
       std::fprintf(stderr, "meshgate_microbench: EAL init failed: %s\n", rte_strerror(rte_errno));
       std::exit(1);
     }
-    meshgate::dp::eal_cleanup_at_exit();
+    meshgate::ctl::eal_cleanup_at_exit();
   });
 }
 

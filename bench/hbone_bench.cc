@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "control/certs/tls_context.h"
 #include "dataplane/hbone/connection.h"
 #include "tests/support/pki.h"
 
@@ -37,7 +38,7 @@ struct Hooks : ServerHooks {
 
 std::shared_ptr<tls::Context> ctx(const char* ident) {
   std::string err;
-  std::shared_ptr<tls::Context> c = tls::Context::create(test::TestPki::get().config(ident), err);
+  std::shared_ptr<tls::Context> c = ctl::create_tls_context(test::TestPki::get().config(ident), err);
   if (!c) std::abort();
   return c;
 }

@@ -5,14 +5,15 @@
 
 #include <vector>
 
+#include "control/snapshot/maglev.h"
 #include "dataplane/lb/lb.h"
 #include "dataplane/packet/wire.h"
 
 namespace meshgate::bench {
 namespace {
 
-std::vector<dp::LbBackend> backends(uint32_t n) {
-  std::vector<dp::LbBackend> b(n);
+std::vector<ctl::LbBackend> backends(uint32_t n) {
+  std::vector<ctl::LbBackend> b(n);
   for (uint32_t i = 0; i < n; ++i) {
     b[i].address = IpAddr::v4(0xc6336400u + 11 + i);  // 198.51.100.11 upwards
     b[i].port = 8080;
@@ -23,9 +24,9 @@ std::vector<dp::LbBackend> backends(uint32_t n) {
 
 void lb_build(benchmark::State& state) {
   const auto b = backends(uint32_t(state.range(0)));
-  const uint32_t size = dp::lb_auto_table_size(b.size());
+  const uint32_t size = ctl::lb_auto_table_size(b.size());
   for (auto _ : state) {
-    std::vector<uint32_t> table = dp::lb_build_table(b, size);
+    std::vector<uint32_t> table = ctl::lb_build_table(b, size);
     benchmark::DoNotOptimize(table.data());
   }
   // Items are slots filled: items/s compares sizes.
@@ -38,10 +39,10 @@ BENCHMARK(lb_build)->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond)
 // a mesh snapshot builds thousands of them into buffers it keeps.
 void lb_fill_mesh(benchmark::State& state) {
   const auto b = backends(uint32_t(state.range(0)));
-  const uint32_t size = dp::next_prime(uint32_t(b.size()) * dp::kMinSlotsPerBackend);
+  const uint32_t size = ctl::next_prime(uint32_t(b.size()) * ctl::kMinSlotsPerBackend);
   std::vector<uint32_t> table(size);
   for (auto _ : state) {
-    dp::lb_fill_table(b, size, table.data());
+    ctl::lb_fill_table(b, size, table.data());
     benchmark::DoNotOptimize(table.data());
   }
   state.SetItemsProcessed(int64_t(state.iterations()) * size);
@@ -52,8 +53,8 @@ BENCHMARK(lb_fill_mesh)->Arg(10)->Arg(100)->Unit(benchmark::kMicrosecond);
 // The worker's per-new-flow cost: CRC32C of the client 5-tuple, then one slot.
 void lb_lookup(benchmark::State& state) {
   const auto b = backends(uint32_t(state.range(0)));
-  const uint32_t size = dp::lb_auto_table_size(b.size());
-  const std::vector<uint32_t> table = dp::lb_build_table(b, size);
+  const uint32_t size = ctl::lb_auto_table_size(b.size());
+  const std::vector<uint32_t> table = ctl::lb_build_table(b, size);
   const IpAddr vip = IpAddr::v4(0xcb00710a);  // 203.0.113.10
   constexpr uint32_t kClients = 4096;
   std::vector<IpAddr> clients(kClients);

@@ -1,9 +1,11 @@
-// unique_ptr owners for the OpenSSL objects the control side handles (certificates, CSRs, keys),
+// unique_ptr owners for the OpenSSL objects the control side handles (certificates, CSRs, keys,
+// TLS contexts being built),
 // and the contents of a memory BIO as a string.
 #pragma once
 
 #include <openssl/bio.h>
 #include <openssl/evp.h>
+#include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
@@ -15,6 +17,7 @@ namespace meshgate::ctl {
 struct OpensslFree {
   void operator()(BIO* p) const { BIO_free(p); }
   void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); }
+  void operator()(SSL_CTX* p) const { SSL_CTX_free(p); }
   void operator()(X509* p) const { X509_free(p); }
   void operator()(X509_REQ* p) const { X509_REQ_free(p); }
   void operator()(X509_EXTENSION* p) const { X509_EXTENSION_free(p); }

@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "control/config/config_internal.h"
-#include "dataplane/lb/lb.h"
+#include "control/snapshot/maglev.h"
 #include "dataplane/tls/spiffe.h"
 
 namespace meshgate::ctl {
@@ -445,10 +445,10 @@ class Validator {
     const std::string got = ", got " + std::to_string(s.table_size);
     if (s.table_size < kMinTableSize || s.table_size > kMaxTableSize) {
       error(tk, "expected " + int_expected(kTableSizeSpec) + got);
-    } else if (!dp::is_prime(s.table_size)) {
+    } else if (!is_prime(s.table_size)) {
       // Maglev §3.4: the permutation covers every slot only when the size is prime.
       error(tk, "expected " + int_expected(kTableSizeSpec) + got + " (not prime; next prime: " +
-                    std::to_string(dp::next_prime(s.table_size)) + ")");
+                    std::to_string(next_prime(s.table_size)) + ")");
     } else if (s.table_size < s.backends.size()) {
       error(tk, "table_size " + std::to_string(s.table_size) + " is smaller than the " +
                     std::to_string(s.backends.size()) + " backends (every backend needs a slot)");
@@ -573,11 +573,11 @@ class Validator {
       const std::string got = ", got " + std::to_string(m.table_size);
       if (m.table_size < kMinTableSize) {
         error("mesh.table_size", "expected " + int_expected(kTableSizeSpec) + got);
-      } else if (!dp::is_prime(m.table_size)) {
+      } else if (!is_prime(m.table_size)) {
         // Maglev §3.4: the permutation covers every slot only when the size is prime.
         error("mesh.table_size", "expected " + int_expected(kTableSizeSpec) + got +
                                      " (not prime; next prime: " +
-                                     std::to_string(dp::next_prime(m.table_size)) + ")");
+                                     std::to_string(next_prime(m.table_size)) + ")");
       }
     }
     if (!bad("mesh.mode")) {

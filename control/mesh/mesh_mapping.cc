@@ -74,8 +74,8 @@ int locality_rank(const LoadBalancing& lb, const Workload& w, const MappingOptio
 uint32_t mesh_table_size(size_t endpoints, uint32_t configured) {
   if (configured != 0 && configured >= endpoints) return configured;
   uint64_t m = kMeshMinTableSize;
-  while (m < uint64_t(endpoints) * dp::kMinSlotsPerBackend) m *= 2;
-  return dp::next_prime(uint32_t(std::min<uint64_t>(m, 0x7fffffffu)));
+  while (m < uint64_t(endpoints) * kMinSlotsPerBackend) m *= 2;
+  return next_prime(uint32_t(std::min<uint64_t>(m, 0x7fffffffu)));
 }
 
 MappingResult map_mesh(const MeshModel& model, const MappingOptions& opt,

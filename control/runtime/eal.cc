@@ -11,8 +11,8 @@
 #include <fstream>
 #include <string>
 
+#include "control/snapshot/maglev.h"
 #include "dataplane/conntrack/conntrack.h"
-#include "dataplane/lb/lb.h"
 #include "dataplane/worker/counters.h"
 
 namespace meshgate::ctl {
@@ -55,7 +55,7 @@ uint64_t estimate_table_bytes(const Config& cfg) {
   constexpr uint64_t kBackendBytes = 256;
   uint64_t bytes = 0;
   for (const auto& s : cfg.services) {
-    const uint64_t slots = s.table_size ? s.table_size : dp::lb_auto_table_size(s.backends.size());
+    const uint64_t slots = s.table_size ? s.table_size : lb_auto_table_size(s.backends.size());
     bytes += slots * sizeof(uint32_t) + kServiceBytes + kBackendBytes * s.backends.size();
   }
   return bytes;

@@ -29,16 +29,17 @@
 #include "control/admin/admin.h"
 #include "control/certs/cert_info.h"
 #include "control/certs/cert_provider.h"
+#include "control/certs/tls_context.h"
 #include "control/flowsteer/flowsteer.h"
 #include "control/mesh/authz.h"
 #include "control/mesh/mesh_runtime.h"
+#include "control/runtime/eal_cleanup.h"
 #include "control/runtime/eal.h"
 #include "control/runtime/gateway_metrics.h"
 #include "control/runtime/ports.h"
 #include "control/snapshot/builder.h"
 #include "control/snapshot/publisher.h"
 #include "control/stats/stats.h"
-#include "dataplane/common/eal_cleanup.h"
 #include "dataplane/hbone/gateway.h"
 #include "dataplane/l2/neighbor.h"
 #include "dataplane/nat/rss.h"
@@ -400,7 +401,7 @@ int GatewayRun::start_eal() {
   if (rte_lcore_count() < workers_ + 1) {
     log(LogLevel::kError, "not_enough_lcores", "lcores=%u needed=%u", rte_lcore_count(),
         workers_ + 1);
-    dp::eal_cleanup();
+    eal_cleanup();
     return kExitRuntime;
   }
   return kExitOk;
@@ -459,14 +460,14 @@ void GatewayRun::start_certificates() {
 // the control thread). False, with the running ones kept, when no context can be built.
 bool GatewayRun::take_certificate(CertBundle b) {
   std::vector<std::shared_ptr<const dp::tls::Context>> contexts;
-  dp::tls::ContextConfig tc;
+  TlsContextConfig tc;
   tc.cert_chain_pem = b.chain_pem;
   tc.private_key_pem = b.key_pem;
   tc.trust_bundle_pem = b.roots_pem;
   tc.trust_domain = cfg_.hbone.trust_domain;
   for (uint32_t w = 0; w < workers_; ++w) {
     std::string err;
-    std::shared_ptr<const dp::tls::Context> c = dp::tls::Context::create(tc, err);
+    std::shared_ptr<const dp::tls::Context> c = create_tls_context(tc, err);
     if (!c) {
       log(LogLevel::kError, "certificate_unusable", "identity=%s error=\"%s\" keeping=%s",
           b.identity.c_str(), err.c_str(), reg_->tls_contexts.empty() ? "none" : "the previous");
@@ -829,7 +830,7 @@ void GatewayRun::teardown() {
   publisher_.shutdown();
   reg_.reset();
   rte_mempool_free(pool_);
-  dp::eal_cleanup();
+  eal_cleanup();
 }
 
 }  // namespace

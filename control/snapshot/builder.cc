@@ -11,7 +11,7 @@
 #include <memory>
 #include <tuple>
 
-#include "dataplane/lb/lb.h"
+#include "control/snapshot/maglev.h"
 
 namespace meshgate::ctl {
 namespace {
@@ -106,7 +106,7 @@ void fill_tables(BuildPool& pool, std::vector<TableFill>& fills) {
   pool.run(n, [&](uint32_t run) {
     for (size_t i = begin[run]; i < begin[run + 1]; ++i) {
       const BuildCache::Service& e = *fills[i].entry;
-      fills[i].table = std::make_shared<dp::LbTable>(dp::lb_build_table(e.backends, e.table_size));
+      fills[i].table = std::make_shared<dp::LbTable>(lb_build_table(e.backends, e.table_size));
     }
   });
 }
@@ -222,7 +222,7 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
     auto weight_of = [](const EndpointSpec& ep) { return ep.healthy ? ep.weight : 0; };
     const bool same_backends =
         e.built && std::equal(eps.begin(), eps.end(), e.backends.begin(), e.backends.end(),
-                              [](const EndpointSpec& a, const dp::LbBackend& b) {
+                              [](const EndpointSpec& a, const LbBackend& b) {
                                 return a.address == b.address && a.port == b.port;
                               });
     bool same_table = same_backends;
@@ -233,7 +233,7 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
       e.tunnels.clear();
       StatRegistry::Service& ids = stats.service(sc.name);
       for (const EndpointSpec& ep : eps) {
-        e.backends.push_back(dp::LbBackend{ep.address, ep.port, weight_of(ep)});
+        e.backends.push_back(LbBackend{ep.address, ep.port, weight_of(ep)});
         // Stat ids depend on the service name and backend address:port only.
         e.stat_ids.push_back(stats.id_for(ids, ep.address, ep.port));
         e.identity_ids.push_back(reg.identities.id_for(ep.identity));
@@ -254,7 +254,7 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
         same_table = false;
       }
     }
-    const uint32_t size = sc.table_size ? sc.table_size : dp::lb_auto_table_size(eps.size());
+    const uint32_t size = sc.table_size ? sc.table_size : lb_auto_table_size(eps.size());
     if (same_table && e.table_size == size) {
       ++bs.tables_reused;
     } else {

@@ -14,7 +14,7 @@
 #include "control/snapshot/build_pool.h"
 #include "control/snapshot/model.h"
 #include "control/snapshot/stat_registry.h"
-#include "dataplane/lb/lb.h"
+#include "control/snapshot/maglev.h"
 #include "dataplane/snapshot/snapshot.h"
 #include "dataplane/worker/port.h"
 
@@ -25,7 +25,7 @@ namespace meshgate::ctl {
 // gives the same snapshot a build from scratch would (tests/unit/control/snapshot/snapshot_builder_test.cc).
 struct BuildCache {
   struct Service {
-    std::vector<dp::LbBackend> backends;  // as given to lb_build_table: order and weights matter
+    std::vector<LbBackend> backends;  // as given to lb_build_table: order and weights matter
     std::vector<uint32_t> stat_ids;       // per backend
     std::vector<uint32_t> identity_ids;   // per backend: IdentityRegistry ids
     std::vector<dp::Tunnel> tunnels;      // per backend
@@ -95,7 +95,7 @@ struct Registries {
 // Builds a snapshot of `services` with the routes and neighbors of `cfg` and `ports`. Reuses
 // from `reg.cache` the lookup tables of services whose backends, weights and table size did not
 // change and the LPM tables when the routes did not; on success the cache holds this build.
-// A service without a table_size gets dp::lb_auto_table_size(). The tables to fill are split
+// A service without a table_size gets lb_auto_table_size(). The tables to fill are split
 // into contiguous runs of services over `reg.pool`; the snapshot does not depend on how.
 Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<ServiceSpec>& services,
                                      const std::vector<dp::PortRuntime>& ports, Registries& reg,

@@ -1,7 +1,8 @@
 // Mutual TLS 1.3 for HBONE (docs/HBONE.md "TLS"): contexts and sans-I/O sessions.
 //
 // A Context (one SSL_CTX) is built on the control thread from the workload's certificate chain,
-// key and trust bundle, then handed to one worker. Sessions are made and driven by that worker:
+// key and trust bundle (control/certs/tls_context.h), then handed to one worker; this folder
+// holds only what that worker runs. Sessions are made and driven by the worker:
 // ciphertext goes in and out through ByteQueues (a custom BIO), so the same session runs over
 // the userspace TCP stack or a kernel socket. Nothing here blocks or touches a file descriptor.
 #pragma once
@@ -11,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "dataplane/common/byte_queue.h"
@@ -23,31 +25,15 @@ namespace meshgate::dp::tls {
 
 enum class Role : uint8_t { kServer, kClient };
 
-// TLS 1.3 AES-GCM suites only (no ChaCha20), the order ztunnel prefers.
-inline constexpr const char* kCipherSuites = "TLS_AES_256_GCM_SHA384:TLS_AES_128_GCM_SHA256";
-// Key exchange: P-256 first (the workload keys' curve, so one curve's code is hot), X25519 for
-// peers that prefer it.
-inline constexpr const char* kGroups = "P-256:X25519";
 inline constexpr std::string_view kAlpnH2 = "h2";
 
-struct ContextConfig {
-  std::string cert_chain_file;   // PEM: leaf then intermediates
-  std::string private_key_file;  // PEM: an ECDSA P-256 key
-  std::string trust_bundle_file; // PEM: one or more mesh roots
-  std::string trust_domain = "cluster.local";
-  // The same in memory (a certificate from the Istio CA, or files read and checked once):
-  // when cert_chain_pem is set, the three *_pem fields are used instead of the files.
-  std::string cert_chain_pem;
-  std::string private_key_pem;
-  std::string trust_bundle_pem;
-};
-
-// Control thread: create(); a worker: everything else. Owns one SSL_CTX.
+// One SSL_CTX, built and configured on the control thread (control/certs/tls_context.h), then
+// read by one worker, which makes its sessions from it. Owns the SSL_CTX.
 class Context {
  public:
-  // nullptr with `error` set when a file is unreadable, the key is not P-256, the key does not
-  // match the leaf, or the leaf carries no SPIFFE id in `trust_domain`.
-  static std::unique_ptr<Context> create(const ContextConfig& config, std::string& error);
+  // Takes `ctx` (freed with the Context); `own_id` is our leaf's SPIFFE id in `trust_domain`.
+  Context(SSL_CTX* ctx, std::string trust_domain, std::string own_id)
+      : ctx_(ctx), trust_domain_(std::move(trust_domain)), own_id_(std::move(own_id)) {}
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
@@ -57,11 +43,17 @@ class Context {
   const std::string& own_id() const { return own_id_; }  // our leaf's SPIFFE id
 
  private:
-  Context() = default;
   SSL_CTX* ctx_ = nullptr;
   std::string trust_domain_;
   std::string own_id_;
 };
+
+// The server's ALPN choice: h2, or a fatal no_application_protocol alert. The control thread
+// installs it on each SSL_CTX (SSL_CTX_set_alpn_select_cb); it runs in a worker's handshake.
+int alpn_select_h2(SSL* ssl, const unsigned char** out, unsigned char* outlen,
+                   const unsigned char* in, unsigned int inlen, void* arg);
+// The OpenSSL error queue of this thread as one line (the queue is emptied).
+std::string openssl_errors();
 
 // Why a handshake failed (one counter each in the HBONE engine).
 enum class Failure : uint8_t {

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "control/certs/tls_context.h"
 #include "dataplane/hbone/connection.h"
 
 using namespace meshgate;
@@ -53,12 +54,12 @@ struct Hooks : ServerHooks {
 std::unique_ptr<tls::Context> server_ctx, client_ctx;
 
 std::unique_ptr<tls::Context> load(const std::string& dir, const std::string& ident) {
-  tls::ContextConfig c;
+  ctl::TlsContextConfig c;
   c.cert_chain_file = dir + "/" + ident + ".pem";
   c.private_key_file = dir + "/" + ident + "-key.pem";
   c.trust_bundle_file = dir + "/root.pem";
   std::string err;
-  auto ctx = tls::Context::create(c, err);
+  auto ctx = ctl::create_tls_context(c, err);
   if (!ctx) {
     std::fprintf(stderr, "hbone_fuzz: %s: %s\n", ident.c_str(), err.c_str());
     std::abort();

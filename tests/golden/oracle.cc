@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "control/snapshot/maglev.h"
 #include "dataplane/lb/lb.h"
 #include "tools/pktlib/checksum.h"
 #include "tools/pktlib/decode.h"
@@ -142,13 +143,13 @@ Oracle::Oracle(const ctl::Config& cfg) : cfg_(cfg) {
     mtu_ = cfg.ports[0].mtu;
   }
   for (const auto& s : cfg.services) {
-    std::vector<dp::LbBackend> lb;
+    std::vector<ctl::LbBackend> lb;
     for (const auto& b : s.backends) {
-      lb.push_back(dp::LbBackend{b.address, b.port, b.weight});
+      lb.push_back(ctl::LbBackend{b.address, b.port, b.weight});
       totals_.backends[s.name][endpoint(b.address, b.port)] = BackendTotals{};
     }
-    const uint32_t size = s.table_size ? s.table_size : dp::lb_auto_table_size(lb.size());
-    services_.push_back(Service{&s, dp::lb_build_table(lb, size)});
+    const uint32_t size = s.table_size ? s.table_size : ctl::lb_auto_table_size(lb.size());
+    services_.push_back(Service{&s, ctl::lb_build_table(lb, size)});
   }
 }
 

@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-#include "dataplane/common/eal_cleanup.h"
+#include "control/runtime/eal_cleanup.h"
 #include "dataplane/packet/parse.h"
 #include "dataplane/packet/wire.h"
 #include "dataplane/tcp/tcp_stack.h"
@@ -252,7 +252,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tcp_tun_peer: EAL init failed\n");
     return 1;
   }
-  dp::eal_cleanup_at_exit();
+  ctl::eal_cleanup_at_exit();
   rte_mempool* pool = rte_pktmbuf_pool_create("tun_pool", 32767, 256, 0,
                                               RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
   const int fd = open("/dev/net/tun", O_RDWR | O_NONBLOCK);

@@ -1,4 +1,3 @@
-#include "dataplane/common/eal_cleanup.h"
 #include "tests/support/dp_harness.h"
 
 #include "control/runtime/runtime.h"
@@ -16,6 +15,7 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "control/runtime/eal_cleanup.h"
 #include "control/runtime/ports.h"
 #include "control/snapshot/builder.h"
 
@@ -123,7 +123,7 @@ void init_eal_once() {
     if (rte_eal_init(int(argv.size()), argv.data()) < 0) {
       throw std::runtime_error(std::string("EAL init failed: ") + rte_strerror(rte_errno));
     }
-    dp::eal_cleanup_at_exit();
+    ctl::eal_cleanup_at_exit();
     if (rte_mbuf_dyn_rx_timestamp_register(&g_ts_offset, &g_ts_flag) != 0) {
       throw std::runtime_error("cannot register the RX timestamp dynfield");
     }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "control/config/config.h"
+#include "control/snapshot/maglev.h"
 #include "dataplane/lb/lb.h"
 #include "tools/pktlib/build.h"
 
@@ -68,16 +69,16 @@ inline std::string expected_backend(const ctl::Config& cfg, const char* service,
   static std::map<std::string, std::vector<uint32_t>> tables;
   for (const auto& s : cfg.services) {
     if (s.name != service) continue;
-    const uint32_t size = s.table_size ? s.table_size : dp::lb_auto_table_size(s.backends.size());
+    const uint32_t size = s.table_size ? s.table_size : ctl::lb_auto_table_size(s.backends.size());
     std::string key = std::to_string(size);
     for (const auto& b : s.backends) {
       key += " " + b.address.str() + ":" + std::to_string(b.port) + "/" + std::to_string(b.weight);
     }
     auto& table = tables[key];
     if (table.empty()) {
-      std::vector<dp::LbBackend> bs;
+      std::vector<ctl::LbBackend> bs;
       for (const auto& b : s.backends) bs.push_back({b.address, b.port, b.weight});
-      table = dp::lb_build_table(bs, size);
+      table = ctl::lb_build_table(bs, size);
     }
     const uint32_t h = dp::lb_flow_hash(A(client), s.vip, htons(cport), htons(s.port),
                                         uint8_t(s.protocol));

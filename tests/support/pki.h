@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <string>
 
-#include "dataplane/tls/tls.h"
+#include "control/certs/tls_context.h"
 
 namespace meshgate::test {
 
@@ -22,9 +22,9 @@ class TestPki {
   const std::string& dir() const { return dir_; }
   std::string path(const std::string& name) const { return dir_ + "/" + name; }
   // Context config for identity "ns.sa" (files of tools/mkpki), trusting `bundle`.
-  dp::tls::ContextConfig config(const std::string& ident, const std::string& bundle = "root.pem",
-                                const std::string& trust_domain = "cluster.local") const {
-    dp::tls::ContextConfig c;
+  ctl::TlsContextConfig config(const std::string& ident, const std::string& bundle = "root.pem",
+                              const std::string& trust_domain = "cluster.local") const {
+    ctl::TlsContextConfig c;
     c.cert_chain_file = path(ident + ".pem");
     c.private_key_file = path(ident + "-key.pem");
     c.trust_bundle_file = path(bundle);

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "dataplane/common/eal_cleanup.h"
+#include "control/runtime/eal_cleanup.h"
 #include "dataplane/conntrack/conntrack.h"
 #include "dataplane/snapshot/addr_table.h"
 
@@ -156,6 +156,6 @@ int main(int argc, char** argv) {
   }
   std::printf("\n  ]\n}\n");
   rte_free(addrs.addrs);
-  meshgate::dp::eal_cleanup();
+  meshgate::ctl::eal_cleanup();
   return rc;
 }

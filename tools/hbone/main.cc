@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "control/certs/tls_context.h"
 #include "control/mesh/authz.h"
 #include "control/mesh/mesh_file.h"
 #include "dataplane/hbone/connection.h"
@@ -793,9 +794,9 @@ int main(int argc, char** argv) {
   signal(SIGHUP, [](int) { g_reload = 1; });
 
   Loop loop;
-  tls::ContextConfig tc{cert, key, bundle, trust_domain};
+  ctl::TlsContextConfig tc{cert, key, bundle, trust_domain};
   std::string err;
-  loop.tls_ctx = tls::Context::create(tc, err);
+  loop.tls_ctx = ctl::create_tls_context(tc, err);
   if (!loop.tls_ctx) {
     std::fprintf(stderr, "meshgate-hbone: %s\n", err.c_str());
     return 2;

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "control/snapshot/maglev.h"
 #include "dataplane/common/hash.h"
 #include "dataplane/lb/lb.h"
 #include "tools/pktlib/build.h"
@@ -66,7 +67,7 @@ constexpr size_t kPatternLen = 4096;
 struct Service {
   const ctl::ServiceConfig* cfg = nullptr;
   uint8_t proto = 0;
-  std::vector<dp::LbBackend> lb;
+  std::vector<ctl::LbBackend> lb;
   std::vector<MacAddr> macs;
   std::vector<uint32_t> table;
   uint32_t table_size = 0;
@@ -253,13 +254,13 @@ ctl::Result<bool> Generator::resolve_world() {
     s.cfg = &sc;
     s.proto = sc.protocol == L4Proto::kTcp ? pkt::kProtoTcp : pkt::kProtoUdp;
     for (const auto& b : sc.backends) {
-      s.lb.push_back(dp::LbBackend{b.address, b.port, b.weight});
+      s.lb.push_back(ctl::LbBackend{b.address, b.port, b.weight});
       s.macs.push_back(backend_mac(b.address));
       s.has_backend |= b.weight > 0;
     }
     // Exactly the dataplane's table: same size rule, same build.
-    s.table_size = sc.table_size ? sc.table_size : dp::lb_auto_table_size(s.lb.size());
-    s.table = dp::lb_build_table(s.lb, s.table_size);
+    s.table_size = sc.table_size ? sc.table_size : ctl::lb_auto_table_size(s.lb.size());
+    s.table = ctl::lb_build_table(s.lb, s.table_size);
     s.replies = sc.mode == ctl::ForwardMode::kDnat;
     services_.push_back(std::move(s));
   }

@@ -1,7 +1,8 @@
 // pcapgen's generator: a meshgate config + a traffic profile -> a pcap of what the gateway's
 // port would receive, and a JSON sidecar counting what was generated. Tool main thread only.
 //
-// Backends are predicted exactly as the dataplane chooses them (dataplane/lb/lb.h), so replies
+// Backends are predicted exactly as the dataplane chooses them (tables built as
+// control/snapshot/maglev.h builds them, looked up as dataplane/lb/lb.h does), so replies
 // in the capture come from the backend the gateway will pick, and the sidecar's per-backend
 // counts are what the gateway's own counters must show.
 #pragma once

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "control/certs/tls_context.h"
 #include "dataplane/hbone/connection.h"
 #include "dataplane/hbone/headers.h"
 #include "tests/support/pki.h"
@@ -26,7 +27,7 @@ const std::string kClientId = "spiffe://cluster.local/ns/demo/sa/client";
 std::shared_ptr<tls::Context> ctx(const std::string& ident, const std::string& td = "cluster.local",
                                   const std::string& bundle = "root.pem") {
   std::string err;
-  std::shared_ptr<tls::Context> c = tls::Context::create(TestPki::get().config(ident, bundle, td), err);
+  std::shared_ptr<tls::Context> c = ctl::create_tls_context(TestPki::get().config(ident, bundle, td), err);
   EXPECT_NE(c, nullptr) << err;
   return c;
 }

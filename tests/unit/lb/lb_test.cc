@@ -1,14 +1,20 @@
-// Maglev table properties (Maglev, NSDI 2016, §3.4 and §5.3).
+// Maglev table properties (Maglev, NSDI 2016, §3.4 and §5.3) of the control thread's build
+// (control/snapshot/maglev.h), and the worker's flow hash (dataplane/lb/lb.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstring>
 #include <random>
 
+#include "control/snapshot/maglev.h"
 #include "dataplane/lb/lb.h"
 
-namespace meshgate::dp {
+namespace meshgate::ctl {
 namespace {
+
+using dp::kNoBackend;
+using dp::lb_flow_hash;
+using dp::lb_flow_hash_v4;
 
 std::vector<LbBackend> backends(size_t n, uint32_t weight = 1) {
   std::vector<LbBackend> v;
@@ -215,4 +221,4 @@ TEST(Maglev, the_ipv4_flow_hash_from_wire_fields_is_the_flow_hash) {
 }
 
 }  // namespace
-}  // namespace meshgate::dp
+}  // namespace meshgate::ctl

@@ -8,9 +8,11 @@
 #include <memory>
 #include <string>
 
+#include "control/certs/tls_context.h"
 #include "dataplane/tls/tls.h"
 #include "tests/support/pki.h"
 
+using meshgate::ctl::create_tls_context;
 using meshgate::dp::ByteQueue;
 using meshgate::dp::tls::Context;
 using meshgate::dp::tls::Failure;
@@ -23,7 +25,7 @@ namespace {
 
 std::unique_ptr<Context> ctx(const std::string& ident, const std::string& bundle = "root.pem") {
   std::string err;
-  auto c = Context::create(TestPki::get().config(ident, bundle), err);
+  auto c = create_tls_context(TestPki::get().config(ident, bundle), err);
   EXPECT_NE(c, nullptr) << err;
   return c;
 }
@@ -83,12 +85,12 @@ TEST(Tls, context_from_pem_in_memory_handshakes_with_one_from_files) {
     if (f) std::fclose(f);
     return s;
   };
-  meshgate::dp::tls::ContextConfig mem;
+  meshgate::ctl::TlsContextConfig mem;
   mem.cert_chain_pem = text(pki.path("demo.server.pem"));
   mem.private_key_pem = text(pki.path("demo.server-key.pem"));
   mem.trust_bundle_pem = text(pki.path("root.pem"));
   std::string err;
-  auto sc = Context::create(mem, err);
+  auto sc = create_tls_context(mem, err);
   ASSERT_NE(sc, nullptr) << err;
   EXPECT_EQ(sc->own_id(), "spiffe://cluster.local/ns/demo/sa/server");
   auto cc = ctx("demo.client");
@@ -99,12 +101,12 @@ TEST(Tls, context_from_pem_in_memory_handshakes_with_one_from_files) {
   // The same checks as for files: a key that does not match, a malformed bundle.
   auto wrong_key = mem;
   wrong_key.private_key_pem = text(pki.path("demo.client-key.pem"));
-  EXPECT_EQ(Context::create(wrong_key, err), nullptr);
+  EXPECT_EQ(create_tls_context(wrong_key, err), nullptr);
   EXPECT_NE(err.find("private_key (PEM)"), std::string::npos) << err;
   EXPECT_NE(err.find("mismatch"), std::string::npos) << err;
   auto no_bundle = mem;
   no_bundle.trust_bundle_pem = "not PEM";
-  EXPECT_EQ(Context::create(no_bundle, err), nullptr);
+  EXPECT_EQ(create_tls_context(no_bundle, err), nullptr);
   EXPECT_NE(err.find("trust_bundle (PEM)"), std::string::npos) << err;
 }
 
@@ -133,7 +135,7 @@ TEST(Tls, mutual_handshake_verifies_both_identities_and_carries_bytes_both_ways)
 Failure foreign_client_against(const std::string& server_bundle) {
   auto sc = ctx("demo.server", server_bundle);
   std::string err;
-  auto fc = Context::create(
+  auto fc = create_tls_context(
       TestPki::get().config("foreign.demo.client", "both-roots.pem", "foreign.example"), err);
   EXPECT_NE(fc, nullptr) << err;
   Session server(*sc, Role::kServer);
@@ -146,7 +148,7 @@ Failure foreign_client_against(const std::string& server_bundle) {
 
 TEST(Tls, server_rejects_a_client_from_a_foreign_trust_domain_even_when_its_root_is_trusted) {
   std::string err;
-  EXPECT_EQ(Context::create(TestPki::get().config("foreign.demo.client", "both-roots.pem"), err),
+  EXPECT_EQ(create_tls_context(TestPki::get().config("foreign.demo.client", "both-roots.pem"), err),
             nullptr)
       << "the foreign cert is not in cluster.local: a context for that domain refuses it";
   EXPECT_EQ(foreign_client_against("both-roots.pem"), Failure::kWrongTrustDomain);
@@ -267,9 +269,9 @@ TEST(Tls, context_refuses_a_key_that_is_not_p256) {
                             .c_str()),
             0);
   std::string err;
-  EXPECT_EQ(Context::create(TestPki::get().config("rsa"), err), nullptr);
+  EXPECT_EQ(create_tls_context(TestPki::get().config("rsa"), err), nullptr);
   EXPECT_NE(err.find("P-256"), std::string::npos) << err;
-  EXPECT_EQ(Context::create(TestPki::get().config("missing"), err), nullptr);
+  EXPECT_EQ(create_tls_context(TestPki::get().config("missing"), err), nullptr);
   EXPECT_NE(err.find("cert_chain"), std::string::npos) << err;
 }
 

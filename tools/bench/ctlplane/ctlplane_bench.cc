@@ -51,9 +51,9 @@
 #include <thread>
 #include <vector>
 
-#include "dataplane/common/eal_cleanup.h"
 #include "control/config/config.h"
 #include "control/mesh/mesh_mapping.h"
+#include "control/runtime/eal_cleanup.h"
 #include "control/snapshot/builder.h"
 #include "control/snapshot/publisher.h"
 #include "dataplane/worker/worker.h"
@@ -448,6 +448,6 @@ int main(int argc, char** argv) {
   }
   workers.clear();
   reg.reset();
-  dp::eal_cleanup();
+  ctl::eal_cleanup();
   return 0;
 }

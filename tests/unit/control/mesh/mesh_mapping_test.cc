@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "dataplane/lb/lb.h"
+#include "control/snapshot/maglev.h"
 
 namespace meshgate::ctl::mesh {
 namespace {
@@ -262,7 +262,7 @@ TEST(MeshMapping, AutomaticTableSizeGivesEachEndpointAHundredSlotsInDoublingBand
                                                {40, 4049},   {41, 8081},   {1000, 129169}};
   for (const auto& [n, want] : cases) {
     EXPECT_EQ(mesh_table_size(n, 0), want) << n << " endpoints";
-    EXPECT_TRUE(dp::is_prime(want));
+    EXPECT_TRUE(is_prime(want));
     EXPECT_GE(uint64_t(want), 100ull * n);
   }
   // The size moves only when the endpoint count leaves its band: a pod added to a deployment of

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "control/config/config.h"
+#include "control/snapshot/maglev.h"
 #include "dataplane/drop_reasons.h"
 #include "dataplane/lb/lb.h"
 #include "dataplane/packet/parse.h"
@@ -646,7 +647,7 @@ class PcapgenTest : public ::testing::Test {
 struct Model {
   struct Svc {
     ctl::ServiceConfig cfg;
-    std::vector<dp::LbBackend> lb;
+    std::vector<ctl::LbBackend> lb;
     std::vector<uint32_t> table;
     uint32_t size = 0;
   };
@@ -668,8 +669,8 @@ struct Model {
       Svc v;
       v.cfg = s;
       for (const auto& b : s.backends) v.lb.push_back({b.address, b.port, b.weight});
-      v.size = s.table_size ? s.table_size : dp::lb_auto_table_size(v.lb.size());
-      v.table = dp::lb_build_table(v.lb, v.size);
+      v.size = s.table_size ? s.table_size : ctl::lb_auto_table_size(v.lb.size());
+      v.table = ctl::lb_build_table(v.lb, v.size);
       services.push_back(std::move(v));
     }
   }

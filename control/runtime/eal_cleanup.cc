@@ -1,4 +1,4 @@
-#include "dataplane/common/eal_cleanup.h"
+#include "control/runtime/eal_cleanup.h"
 
 #include <rte_eal.h>
 
@@ -7,7 +7,7 @@
 #include <string>
 #include <system_error>
 
-namespace meshgate::dp {
+namespace meshgate::ctl {
 
 void eal_cleanup() {
   const std::filesystem::path dir = rte_eal_get_runtime_dir();
@@ -21,4 +21,4 @@ void eal_cleanup() {
 
 void eal_cleanup_at_exit() { std::atexit([] { eal_cleanup(); }); }
 
-}  // namespace meshgate::dp
+}  // namespace meshgate::ctl

@@ -1,9 +1,14 @@
-#include "dataplane/lb/lb.h"
+#include "control/snapshot/maglev.h"
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
-namespace meshgate::dp {
+#include "dataplane/common/hash.h"
+
+namespace meshgate::ctl {
+
+using dp::kNoBackend;
 
 bool is_prime(uint32_t n) {
   if (n < 2) return false;
@@ -107,4 +112,4 @@ void lb_fill_table(std::span<const LbBackend> backends, uint32_t size, uint32_t*
   }
 }
 
-}  // namespace meshgate::dp
+}  // namespace meshgate::ctl
