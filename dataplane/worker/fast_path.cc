@@ -40,8 +40,20 @@ MG_ALWAYS_INLINE bool fast_l4_ok(const uint8_t* l4, uint32_t l4_len, uint8_t pro
     if (doff == kTcpHdrLen) return true;
     if (doff < kTcpHdrLen || doff > l4_len) return false;
     if (doff == kTcpHdrLen + 12 && rd32(l4 + kTcpHdrLen) == kNopNopTimestamps) return true;
-    // A SYN's options (MSS, window scale, SACK permitted...): the parser's walk.
-    return tcp_options_valid(l4 + kTcpHdrLen, doff - kTcpHdrLen);
+    // A SYN's options. The layouts Linux and most stacks send, kind and length bytes at fixed
+    // places (MSS; then SACK permitted and/or timestamps and window scale, NOP-padded), are
+    // what the parser's walk accepts; anything else takes the walk.
+    const uint8_t* o = l4 + kTcpHdrLen;
+    const uint32_t olen = doff - kTcpHdrLen;
+    if (rd16(o) == 0x0204) {  // MSS
+      if (olen == 4) return true;
+      const uint32_t w1 = rd32(o + 4);
+      if (olen == 12 && w1 == 0x01010402 && rd32(o + 8) >> 8 == 0x010303) return true;
+      if (olen == 20 && (w1 == 0x0402080a || w1 == 0x0101080a) && rd32(o + 16) >> 8 == 0x010303) {
+        return true;
+      }
+    }
+    return tcp_options_valid(o, olen);
   }
   if (proto == kProtoUdp) {
     const uint16_t ulen = rd16(l4 + 4);

@@ -732,6 +732,18 @@ struct ModeFlows {
                                         uint8_t(c == 1 ? 2 : 64),
                                         c == 2 ? fit : size_t(1 + c * 37)));
         state.push_back(segment(client, cport, vip, 80, pkt::kTcpSyn, 64, 0, syn_options()));
+        if (c == 0) {  // options in no layout the fast path matches: the parser's walk
+          pkt::TcpOptions ws;
+          ws.wscale = 2;
+          state.push_back(segment(client, cport, vip, 80, pkt::kTcpSyn, 64, 0, pkt::tcp_options(ws)));
+        }
+        if (c == 1) {  // pcapgen's SYN: MSS, SACK permitted, window scale (no timestamps)
+          pkt::TcpOptions o;
+          o.mss = 1460;
+          o.sack_permitted = true;
+          o.wscale = 7;
+          state.push_back(segment(client, cport, vip, 80, pkt::kTcpSyn, 64, 0, pkt::tcp_options(o)));
+        }
         if (c == 3) state.push_back(segment(client, cport, vip, 80, pkt::kTcpFin | pkt::kTcpAck));
         if (c == 2 && mode == 1) state.push_back(segment(client, cport, vip, 80, pkt::kTcpRst));
       }
