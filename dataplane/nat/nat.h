@@ -83,13 +83,8 @@ MG_ALWAYS_INLINE void nat_rewrite(uint8_t* frame, PacketMeta* m, const IpAddr& a
   }
 }
 
-// nat_rewrite<kDst> followed by decrement_ttl, for an IPv4 TCP or UDP packet whose header
-// (at `ip`, 20 bytes or more) and transport header (at `l4`) are known good: the same bytes,
-// with the address change and the TTL change folded into one IPv4 header checksum update
-// (one's-complement addition is associative, and a sum of non-zero terms never folds to 0).
-// `addr4` is the new address as on the wire. The caller has checked the TTL is > 1.
-// csum_apply_delta for a delta of one 32-bit and two 16-bit terms (under 2^34 + 2^17): three
-// 16-bit folds take the sum to 16 bits. Folding keeps the value modulo 0xffff and never makes
+// csum_apply_delta for a delta under 2^35 (a few 32-bit and 16-bit terms): three 16-bit folds
+// take the sum to 16 bits. Folding keeps the value modulo 0xffff and never makes
 // a non-zero sum zero, so any order of folds ends on the same 16-bit value.
 MG_ALWAYS_INLINE void csum_apply_small_delta(uint8_t* csum, uint64_t delta) {
   uint64_t s = uint64_t(uint16_t(~csum_load(csum))) + delta;  // < 2^35
@@ -99,24 +94,79 @@ MG_ALWAYS_INLINE void csum_apply_small_delta(uint8_t* csum, uint64_t delta) {
   csum_store(csum, uint16_t(~s));
 }
 
+// TTL and protocol share one 16-bit word, the TTL first: with the TTL above 0 the decrement
+// takes the word (memory order) from w to w - u, u being the TTL byte's unit (1 on a
+// little-endian host), so its delta ~w + (w - u) is the constant 0xffff - u.
+inline constexpr uint64_t kTtlDecDelta =
+    std::endian::native == std::endian::little ? 0xfffe : 0xfeff;
+
+// The transport checksum's part of a rewrite: TCP's, or UDP's unless it is 0 ("none",
+// RFC 768), with csum_apply_small_delta.
+MG_ALWAYS_INLINE void apply_l4_small_delta(uint8_t* l4, uint8_t proto, uint64_t delta) {
+  if (proto == kProtoTcp) {
+    csum_apply_small_delta(l4 + 16, delta);
+  } else if (csum_load(l4 + 6) != 0) {
+    csum_apply_small_delta(l4 + 6, delta);
+    udp_csum_fixup(l4 + 6);
+  }
+}
+
+// nat_rewrite<kDst> followed by decrement_ttl, for an IPv4 TCP or UDP packet whose header
+// (at `ip`, 20 bytes or more) and transport header (at `l4`) are known good: the same bytes,
+// with the address change and the TTL change folded into one IPv4 header checksum update
+// (one's-complement addition is associative, and a sum of non-zero terms never folds to 0).
+// `addr4` is the new address as on the wire. The caller has checked the TTL is > 1.
 template <bool kDst>
 MG_ALWAYS_INLINE void nat_rewrite_ipv4_ttl(uint8_t* ip, uint8_t* l4, uint8_t proto,
                                            const uint8_t* addr4, uint16_t port_be) {
   uint8_t* field = ip + (kDst ? 16 : 12);
   const uint64_t addr_delta = csum_delta32(field, addr4);
-  // TTL and protocol share one 16-bit word, the TTL first: with the TTL above 0 the decrement
-  // takes the word (memory order) from w to w - u, u being the TTL byte's unit (1 on a
-  // little-endian host), so its delta ~w + (w - u) is the constant 0xffff - u.
-  constexpr uint64_t kTtlDecDelta = std::endian::native == std::endian::little ? 0xfffe : 0xfeff;
   ip[8] = uint8_t(ip[8] - 1);
   csum_apply_small_delta(ip + 10, addr_delta + kTtlDecDelta);
   std::memcpy(field, addr4, 4);
   uint8_t* pfield = l4 + (kDst ? 2 : 0);
+  apply_l4_small_delta(l4, proto, addr_delta + csum_delta16(ld16(pfield), port_be));
+  st16(pfield, port_be);
+}
+
+// Both endpoints and the TTL at once, for fullnat (either direction): nat_rewrite<false> to
+// `src4`:`sport_be`, nat_rewrite<true> to `dst4`:`dport_be`, then decrement_ttl, on an IPv4
+// TCP or UDP packet as nat_rewrite_ipv4_ttl takes it. The same bytes: each of those steps
+// adds a positive delta (~m + m' is never 0) to the one's-complement sum, and adding positive
+// terms one fold at a time or all at once ends on the same 16-bit value. The delta (two 32-bit,
+// two 16-bit terms and the TTL's) stays under 2^35, as csum_apply_small_delta needs.
+MG_ALWAYS_INLINE void nat_rewrite_ipv4_both_ttl(uint8_t* ip, uint8_t* l4, uint8_t proto,
+                                                const uint8_t* src4, uint16_t sport_be,
+                                                const uint8_t* dst4, uint16_t dport_be) {
+  const uint64_t addr_delta = csum_delta32(ip + 12, src4) + csum_delta32(ip + 16, dst4);
+  ip[8] = uint8_t(ip[8] - 1);
+  csum_apply_small_delta(ip + 10, addr_delta + kTtlDecDelta);
+  std::memcpy(ip + 12, src4, 4);
+  std::memcpy(ip + 16, dst4, 4);
+  apply_l4_small_delta(l4, proto,
+                       addr_delta + csum_delta16(ld16(l4), sport_be) +
+                           csum_delta16(ld16(l4 + 2), dport_be));
+  st16(l4, sport_be);
+  st16(l4 + 2, dport_be);
+}
+
+// nat_rewrite<kDst> of an IPv6 TCP or UDP packet whose headers are known good (the transport
+// header right after the 40-byte IPv6 header, at `l4`): the same bytes, from the header alone.
+// `addr16` is the new address. The hop limit is the caller's.
+template <bool kDst>
+MG_ALWAYS_INLINE void nat_rewrite_ipv6(uint8_t* ip, uint8_t* l4, uint8_t proto,
+                                       const uint8_t* addr16, uint16_t port_be) {
+  uint8_t* field = ip + (kDst ? 24 : 8);
+  const uint64_t addr_delta =
+      csum_delta32(field, addr16) + csum_delta32(field + 4, addr16 + 4) +
+      csum_delta32(field + 8, addr16 + 8) + csum_delta32(field + 12, addr16 + 12);
+  std::memcpy(field, addr16, 16);
+  uint8_t* pfield = l4 + (kDst ? 2 : 0);
   const uint64_t l4_delta = addr_delta + csum_delta16(ld16(pfield), port_be);
   if (proto == kProtoTcp) {
-    csum_apply_small_delta(l4 + 16, l4_delta);
-  } else if (csum_load(l4 + 6) != 0) {  // UDP: a checksum of 0 means "none" (RFC 768)
-    csum_apply_small_delta(l4 + 6, l4_delta);
+    csum_apply_delta(l4 + 16, l4_delta);
+  } else {  // UDP over IPv6 always has a checksum (RFC 8200 §8.1)
+    csum_apply_delta(l4 + 6, l4_delta);
     udp_csum_fixup(l4 + 6);
   }
   st16(pfield, port_be);

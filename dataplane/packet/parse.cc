@@ -70,6 +70,15 @@ Drop walk_tcp_options(const uint8_t* opt, uint32_t len, PacketMeta* m) {
   });
 }
 
+}  // namespace
+
+bool tcp_options_valid(const uint8_t* opt, uint32_t len) {
+  PacketMeta m;
+  return walk_tcp_options(opt, len, &m) == Drop::kNone;
+}
+
+namespace {
+
 // Source routes (RFC 791 LSRR 0x83 / SSRR 0x89) are not honoured (RFC 7126 §4.3, §4.4: dropped
 // by default, as Linux's accept_source_route = 0 does).
 Drop walk_ipv4_options(const uint8_t* opt, uint32_t len) {

@@ -93,4 +93,8 @@ Drop parse_frame(const uint8_t* data, uint32_t contig_len, uint32_t frame_len, P
 Drop parse_frame_general(const uint8_t* data, uint32_t contig_len, uint32_t frame_len,
                          PacketMeta* meta, bool verify_ipv4_csum);
 
+// True when `len` bytes of TCP options at `opt` pass the parser's option checks (a TCP header
+// with them is not dropped as kTcpBadOption): for a caller that takes frames past the parser.
+bool tcp_options_valid(const uint8_t* opt, uint32_t len);
+
 }  // namespace meshgate::dp

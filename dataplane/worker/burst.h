@@ -67,7 +67,7 @@ struct Burst {
   Flow* flow[kBurst];
   Egress egress[kBurst];
   Extra extra[kBurst];
-  // The fast path's first pass ran on the first `hashed` packets (all IPv4 TCP/UDP): `hash`
+  // The fast path's first pass ran on the first `hashed` packets (all TCP/UDP): `hash`
   // is set and their first buckets are prefetched; with `flows_prefetched` their flows (or
   // second buckets) too, so the classify stage need not do that again.
   uint16_t hashed = 0;

@@ -100,7 +100,7 @@ void stage_classify(WorkerCtx& c, Burst& b, rte_mbuf** pkts, uint16_t n) {
       continue;
     }
     // Bulk lookup, first phase: hash every packet and prefetch its two buckets (stage_fast
-    // hashed its first b.hashed packets, all IPv4 TCP/UDP: the same values, and prefetched
+    // hashed its first b.hashed packets, all TCP/UDP: the same values, and prefetched
     // their first buckets).
     if (l4 && i >= b.hashed) {
       b.hash[i] = FlowTable::hash(Tuple{m.src, m.dst, m.sport, m.dport, m.l4_proto});

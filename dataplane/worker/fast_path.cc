@@ -1,13 +1,20 @@
 // The established-flow fast path and the two-poll pipeline that feeds it: a burst of packets
 // of established flows whose next hops are cached is forwarded in a few fused passes
 // (stage_fast); anything else goes to the stages (worker.cc).
+#include <arpa/inet.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 #include <rte_prefetch.h>
 
+#include <algorithm>
+#include <bit>
+
 #include "dataplane/lb/lb.h"
+#include "dataplane/nat/encap.h"
 #include "dataplane/nat/nat.h"
+#include "dataplane/packet/checksum.h"
 #include "dataplane/packet/wire.h"
+#include "dataplane/route/route.h"
 #include "dataplane/worker/worker.h"
 
 namespace meshgate::dp {
@@ -17,12 +24,54 @@ namespace {
 // and most stacks put on every segment once timestamps are negotiated, RFC 7323 appendix A).
 constexpr uint32_t kNopNopTimestamps = 0x0101080a;  // as rd32 reads it
 
-// stage_fast's first test: a frame the parser's fast path would take and fill in exactly, whose
-// flow stage_flow would look up: unicast to us, untagged IPv4 without options (its header
-// checksum valid), not a fragment, from a legal source, with a TTL to decrement; UDP, or TCP
-// with no options or timestamps only and no SYN, FIN or RST (those change the connection's
-// state: the stages take them). Reads only the frame's first 58 bytes.
-MG_ALWAYS_INLINE bool fast_candidate(const rte_mbuf* m, const uint8_t* d, uint64_t our_mac) {
+// The parser's checks of a TCP or UDP header of `l4_len` bytes (the IP payload) in a frame
+// that holds them: TCP with flags and options it accepts, UDP with a length that fits.
+// Without `syn`, a SYN without ACK is turned away (Worker::fast_syn_skip_).
+MG_ALWAYS_INLINE bool fast_l4_ok(const uint8_t* l4, uint32_t l4_len, uint8_t proto, bool syn) {
+  if (proto == kProtoTcp) {
+    if (l4_len < kTcpHdrLen) return false;
+    const uint8_t flags = l4[13];
+    if (!syn && (flags & (kTcpSyn | kTcpAck)) == kTcpSyn) return false;
+    // The parser's kTcpBadFlags: SYN with FIN or RST, or none of the six flags.
+    if ((flags & (kTcpSyn | kTcpFin)) == (kTcpSyn | kTcpFin) ||
+        (flags & (kTcpSyn | kTcpRst)) == (kTcpSyn | kTcpRst) || !(flags & 0x3f)) {
+      return false;
+    }
+    const uint32_t doff = uint32_t(l4[12] >> 4) * 4;
+    if (doff == kTcpHdrLen) return true;
+    if (doff < kTcpHdrLen || doff > l4_len) return false;
+    if (doff == kTcpHdrLen + 12 && rd32(l4 + kTcpHdrLen) == kNopNopTimestamps) return true;
+    // A SYN's options. The layouts Linux and most stacks send, kind and length bytes at fixed
+    // places (MSS; then SACK permitted and/or timestamps and window scale, NOP-padded), are
+    // what the parser's walk accepts; anything else takes the walk.
+    const uint8_t* o = l4 + kTcpHdrLen;
+    const uint32_t olen = doff - kTcpHdrLen;
+    if (rd16(o) == 0x0204) {  // MSS
+      if (olen == 4) return true;
+      const uint32_t w1 = rd32(o + 4);
+      if (olen == 12 && w1 == 0x01010402 && rd32(o + 8) >> 8 == 0x010303) return true;
+      if (olen == 20 && (w1 == 0x0402080a || w1 == 0x0101080a) && rd32(o + 16) >> 8 == 0x010303) {
+        return true;
+      }
+    }
+    return tcp_options_valid(o, olen);
+  }
+  if (proto == kProtoUdp) {
+    const uint16_t ulen = rd16(l4 + 4);
+    return l4_len >= kUdpHdrLen && ulen >= kUdpHdrLen && ulen <= l4_len;
+  }
+  return false;
+}
+
+// stage_fast's first test: a frame the parser would take, whose flow stage_flow would look up:
+// unicast to us, untagged IPv4 without options (its header checksum valid), not a fragment,
+// from a legal source, with a TTL to decrement; UDP, or TCP with flags and options the parser
+// accepts. Any flags: a SYN, FIN or RST of a live flow changes only that flow's state, which
+// stage_fast's last pass updates through the same FlowTable::touch as stage_flow. Reads the
+// frame's first 58 bytes, and a TCP header's options when they are not just NOP NOP
+// timestamps.
+MG_ALWAYS_INLINE bool fast_candidate(const rte_mbuf* m, const uint8_t* d, uint64_t our_mac,
+                                     bool syn) {
   constexpr uint32_t kL4 = kEthHdrLen + kIpv4HdrLen;
   const uint32_t len = m->pkt_len;
   if (MG_UNLIKELY(m->data_len != len || len < kL4 + kUdpHdrLen)) return false;
@@ -59,21 +108,44 @@ MG_ALWAYS_INLINE bool fast_candidate(const rte_mbuf* m, const uint8_t* d, uint64
     const uint64_t sum = uint64_t(w0) + w1 + w2 + w3 + w4;
     if (sum % 0xffff != 0) return false;
   }
-  const uint8_t* l4 = ip + kIpv4HdrLen;
-  const uint32_t l4_len = total - kIpv4HdrLen;
-  if (ip[9] == kProtoTcp) {
-    if (l4_len < kTcpHdrLen || len < kL4 + kTcpHdrLen) return false;
-    const uint8_t flags = l4[13];
-    if ((flags & (kTcpSyn | kTcpFin | kTcpRst)) || !(flags & 0x3f)) return false;
-    const uint32_t doff = uint32_t(l4[12] >> 4) * 4;
-    if (doff == kTcpHdrLen) return true;
-    return doff == kTcpHdrLen + 12 && doff <= l4_len && rd32(l4 + kTcpHdrLen) == kNopNopTimestamps;
+  return fast_l4_ok(ip + kIpv4HdrLen, total - kIpv4HdrLen, ip[9], syn);
+}
+
+// fast_candidate for IPv6: untagged, the transport header right after the fixed header (no
+// extension header), from a legal source (parse_ipv6: not multicast, ::1 or ::, neither
+// address IPv4-mapped), a hop limit to decrement. Reads the frame's first 74 bytes, and TCP
+// options as fast_candidate.
+MG_ALWAYS_INLINE bool fast_candidate_v6(const rte_mbuf* m, const uint8_t* d, uint64_t our_mac,
+                                        bool syn) {
+  constexpr uint32_t kL4 = kEthHdrLen + kIpv6HdrLen;
+  const uint32_t len = m->pkt_len;
+  if (MG_UNLIKELY(m->data_len != len || len < kL4 + kUdpHdrLen)) return false;
+  uint64_t eth;
+  std::memcpy(&eth, d, 8);
+  if ((eth ^ our_mac) << 16) return false;
+  const uint8_t* ip = d + kEthHdrLen;
+  if (rd16(d + 12) != kEtherTypeIpv6 || (ip[0] >> 4) != 6) return false;
+  const uint32_t payload = rd16(ip + 4);
+  if (payload == 0 || payload > len - kL4) return false;
+  if (ip[7] <= 1) return false;  // hop limit
+  uint64_t s_hi, s_lo, d_hi, d_lo;  // as they lie in memory
+  std::memcpy(&s_hi, ip + 8, 8);
+  std::memcpy(&s_lo, ip + 16, 8);
+  std::memcpy(&d_hi, ip + 24, 8);
+  std::memcpy(&d_lo, ip + 32, 8);
+  constexpr uint64_t kLoopbackLo = std::endian::native == std::endian::little ? 1ull << 56 : 1;
+  if (ip[8] == 0xff || (s_hi == 0 && (s_lo == 0 || s_lo == kLoopbackLo))) return false;
+  // IPv4-mapped (IpAddr::is_v4): 10 zero bytes, then ff ff.
+  constexpr uint64_t kMappedMask = std::endian::native == std::endian::little ? 0xffffffffull
+                                                                              : 0xffffffffull << 32;
+  constexpr uint64_t kMapped = std::endian::native == std::endian::little ? 0xffff0000ull
+                                                                          : 0x0000ffffull << 32;
+  if ((s_hi == 0 && (s_lo & kMappedMask) == kMapped) ||
+      (d_hi == 0 && (d_lo & kMappedMask) == kMapped)) {
+    return false;
   }
-  if (ip[9] == kProtoUdp) {
-    const uint16_t ulen = rd16(l4 + 4);
-    return l4_len >= kUdpHdrLen && ulen >= kUdpHdrLen && ulen <= l4_len;
-  }
-  return false;
+  if (m->ol_flags & RTE_MBUF_F_RX_VLAN_STRIPPED) return false;
+  return fast_l4_ok(ip + kIpv6HdrLen, payload, ip[6], syn);
 }
 
 }  // namespace
@@ -84,7 +156,8 @@ MG_ALWAYS_INLINE bool fast_candidate(const rte_mbuf* m, const uint8_t* d, uint64
 // receives then (whose work covers the flows' latency), and forwards the held burst, whose
 // buckets and flows are in cache by then. A burst that is not full, or not all candidates, is
 // processed at once (after the held one: the port's order stays), so a packet waits at most
-// one poll, and only while bursts come full. Without WorkerParams::pipeline (replays) every
+// one poll, and only while bursts come full. A full burst with a SYN is held only while SYNs
+// have been of live flows (fast_syn_live_). Without WorkerParams::pipeline (replays) every
 // burst is processed as it comes.
 uint32_t Worker::rx_port(uint16_t pi) {
   const PortRuntime& port = c_.p.ports[pi];
@@ -114,7 +187,9 @@ uint32_t Worker::rx_port(uint16_t pi) {
     process_prepared(pi, *held);
     held->n = 0;
   }
-  if (n == kBurst && next->hashed == n) {
+  // (A SYN may start a flow, and its burst then goes to the stages: not worth holding unless
+  // the last SYNs were of live flows.)
+  if (n == kBurst && next->hashed == n && (!next->wire.syn || fast_syn_live_)) {
     held_cur_[pi] ^= 1;  // hold it for the next poll
     held_packets_ += n;
   } else if (n) {
@@ -153,95 +228,201 @@ void Worker::release_held() {
 // ---- established-flow fast path ----------------------------------------------------------
 
 // What stage_parse, stage_classify, stage_flow, stage_route and stage_dispatch do to a burst of
-// established dnat packets (either direction) whose next hops are cached, fused into passes
-// that each do one kind of work over the whole burst, so that memory loads of later packets
-// overlap the work on earlier ones: 1) check the frame and hash its tuple, prefetch its two
-// buckets; 2) prefetch the flows whose signatures match; 3) find the flow and check that the
-// stages would forward the packet straight through (no ICMP error, no state change outside the
-// flow, a cached next hop, within the MTU); 4) touch, translate, count, L2 and TX.
+// IPv4 packets of live flows (any mode, either direction, any TCP flags) whose next hops are
+// cached, fused into passes that each do one kind of work over the whole burst, so that memory
+// loads of later packets overlap the work on earlier ones: 1) check the frame and hash its
+// tuple, prefetch its first bucket; 2) prefetch the flows whose signatures match; 3) find the
+// flow and check that the stages would forward the packet straight through (no ICMP error, a
+// cached next hop, within the MTU with any encapsulation, room for it); 4) touch, translate or
+// encapsulate, count, L2 and TX (fast_send, specialized for the burst's mode when it has one).
 // Passes 1-3 only read: the first packet that would do anything else (start a flow, be
 // dropped, wait for a neighbor, an ARP...) returns the whole burst to the stages as it came.
 // Given that, the result is the stages' to the byte: the packets of a fast burst can only
 // affect each other through their flows' state and expiry, which pass 4 updates in burst
-// order, as stage_flow does.
+// order with stage_flow's FlowTable::touch. (A touch never expires a flow pass 3 found alive:
+// every timeout is at least a second.)
 uint16_t Worker::fast_hash(uint16_t in_port, rte_mbuf** pkts, uint16_t n, uint32_t* hash,
                            uint32_t* b0, FastWire* wire, uint64_t* bytes) const {
+  // A burst is taken in one family, the first packet's: the other's go to the stages.
+  if (n && rd16(rte_pktmbuf_mtod(pkts[0], const uint8_t*) + 12) == kEtherTypeIpv6) {
+    return fast_hash_family<true>(in_port, pkts, n, hash, b0, wire, bytes);
+  }
+  return fast_hash_family<false>(in_port, pkts, n, hash, b0, wire, bytes);
+}
+
+template <bool kV6>
+uint16_t Worker::fast_hash_family(uint16_t in_port, rte_mbuf** pkts, uint16_t n, uint32_t* hash,
+                                  uint32_t* b0, FastWire* wire, uint64_t* bytes) const {
   uint64_t sum = 0;
   uint64_t our_mac = 0;  // in the low 6 bytes, as fast_candidate loads a frame's first 8
   std::memcpy(&our_mac, c_.p.ports[in_port].mac.b.data(), 6);
   constexpr uint32_t kAhead = 4;
+  constexpr uint32_t kL3Len = kV6 ? kIpv6HdrLen : kIpv4HdrLen;
+  const bool syn = fast_syn_skip_ == 0;
+  wire->v6 = kV6;
+  uint8_t syns = 0;
   for (uint16_t i = 0; i < n && i < kAhead; ++i) rte_prefetch0(rte_pktmbuf_mtod(pkts[i], void*));
   for (uint16_t i = 0; i < n; ++i) {
     if (i + kAhead < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + kAhead], void*));
     const uint8_t* d = rte_pktmbuf_mtod(pkts[i], const uint8_t*);
-    if (!fast_candidate(pkts[i], d, our_mac)) {
+    const bool ok = kV6 ? fast_candidate_v6(pkts[i], d, our_mac, syn)
+                        : fast_candidate(pkts[i], d, our_mac, syn);
+    if (!ok) {
       if (bytes) *bytes += sum;
+      wire->syn = syns;
       return i;
     }
     const uint32_t len = pkts[i]->pkt_len;
     sum += len;
     uint8_t* ip = const_cast<uint8_t*>(d) + kEthHdrLen;
-    uint64_t addrs;
     uint32_t ports;
-    std::memcpy(&addrs, ip + 12, 8);  // source, destination
-    std::memcpy(&ports, ip + kIpv4HdrLen, 4);
-    const uint8_t proto = ip[9];
+    std::memcpy(&ports, ip + kL3Len, 4);
+    const uint8_t proto = kV6 ? ip[6] : ip[9];
     wire->l3[i] = ip;
-    wire->addrs[i] = addrs;
     wire->ports[i] = ports;
     wire->len[i] = len;
-    wire->total[i] = rd16(ip + 2);
     wire->proto[i] = proto;
-    hash[i] = lb_flow_hash_v4(uint32_t(addrs), uint32_t(addrs >> 32), ports, proto);
+    const uint8_t tcp_flags = proto == kProtoTcp ? ip[kL3Len + 13] : 0;
+    wire->tcp_flags[i] = tcp_flags;
+    syns |= (tcp_flags & (kTcpSyn | kTcpAck)) == kTcpSyn;
+    if constexpr (kV6) {
+      wire->total[i] = uint16_t(kIpv6HdrLen + rd16(ip + 4));
+      hash[i] = lb_flow_hash_v6(ip + 8, ports, proto);
+    } else {
+      uint64_t addrs;
+      std::memcpy(&addrs, ip + 12, 8);  // source, destination
+      wire->addrs[i] = addrs;
+      wire->total[i] = rd16(ip + 2);
+      hash[i] = lb_flow_hash_v4(uint32_t(addrs), uint32_t(addrs >> 32), ports, proto);
+    }
     b0[i] = c_.flows.first_bucket(hash[i]);
     c_.flows.prefetch_first_bucket(b0[i]);
   }
   if (bytes) *bytes += sum;
+  wire->syn = syns;
   return n;
 }
 
 uint16_t Worker::stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool hashed) {
+  fast_flow_miss_ = false;
+  if (fast_syn_skip_) --fast_syn_skip_;
   if (!hashed) b_.hashed = fast_hash(in_port, pkts, n, b_.hash, b0_, &wire_own_);
   if (b_.hashed != n) return 0;
   if (!b_.flows_prefetched) {
     fast_prefetch_flows(b_.hash, b0_, hint_, n);
     b_.flows_prefetched = true;
   }
+  return wire_->v6 ? fast_check<true>(pkts, n) : fast_check<false>(pkts, n);
+}
 
+template <bool kV6>
+uint16_t Worker::fast_check(rte_mbuf** pkts, uint16_t n) {
   const uint32_t now_ms = c_.now_ms();
   const uint64_t epoch_hi = uint64_t(c_.nh.epoch) << 32;
   const bool resets = !c_.snap->reset_stat_ids.empty();
   uint32_t reply = 0;  // bit i: packet i is a reply
+  uint32_t modes = 0;  // bit m: a flow of Mode m
+  // GUE: the service's port (forward_flow's service_of), for the last VIP, port and protocol.
+  const SnapService* gue_svc = nullptr;
+  IpAddr gue_vip;
+  uint32_t gue_ports = 0;
+  uint8_t gue_proto = 0;
   const FastWire& w = *wire_;
   for (uint16_t i = 0; i < n; ++i) {
     const uint8_t proto = w.proto[i];
+    const uint8_t* ip = w.l3[i];
     FlowDir dir;
-    Flow* f = c_.flows.peek_v4(w.addrs[i], w.ports[i], proto, b_.hash[i], b0_[i], hint_[i], now_ms,
-                             &dir);
-    if (!f || f->mode != Mode::kDnat || (resets && c_.snap->reset_flows_of(f->stat_id))) return 0;
-    // A TCP segment must leave its flow as it is but for the expiry (the inline case of
-    // FlowTable::touch: ESTABLISHED, and not the first reply, which assures the flow). UDP
-    // touches set the expiry and the seen-reply flag. Either way burst order, stage_flow's, is
-    // kept.
-    if (proto == kProtoTcp && (f->state != TcpState::kEstablished ||
-                               (dir == FlowDir::kReply && !(f->flags & kFlowSeenReply)))) {
+    Flow* f;
+    if constexpr (kV6) {
+      const Tuple t{IpAddr::v6_bytes(ip + 8), IpAddr::v6_bytes(ip + 24), uint16_t(w.ports[i]),
+                    uint16_t(w.ports[i] >> 16), proto};
+      f = c_.flows.peek(t, b_.hash[i], c_.flows.buckets_of(b_.hash[i]), now_ms, &dir);
+    } else {
+      f = c_.flows.peek_v4(w.addrs[i], w.ports[i], proto, b_.hash[i], b0_[i], hint_[i], now_ms,
+                         &dir);
+    }
+    if (!f) {
+      if ((w.tcp_flags[i] & (kTcpSyn | kTcpAck)) == kTcpSyn) {
+        // A new flow's SYN: the next bursts' SYNs go to the stages.
+        fast_syn_live_ = false;
+        fast_syn_skip_ = fast_syn_backoff_;
+        fast_syn_backoff_ =
+            uint8_t(std::clamp<uint32_t>(2u * fast_syn_backoff_, 1, kFastBackoffMax));
+      } else {
+        fast_flow_miss_ = true;
+      }
       return 0;
     }
-    const uint32_t to = dir == FlowDir::kOriginal ? f->backend4 : f->client4;
-    const NhCacheEntry& ce = c_.nh.entries[NhCache::slot_v4(to)];
-    if (ce.tag4 != (epoch_hi | to) || w.total[i] > ce.mtu) {
-      return 0;
+    if (resets && c_.snap->reset_flows_of(f->stat_id)) return 0;
+    const Mode mode = f->mode;
+    modes |= 1u << uint32_t(mode);
+    // The next hop: route_one's cache entry, valid in this epoch, for the backend (client
+    // packets, and DSR's tunnel) or the client (replies).
+    const NhCacheEntry* ce;
+    if constexpr (kV6) {
+      const IpAddr& to = dir == FlowDir::kOriginal ? f->addrs6().backend : f->addrs6().client;
+      ce = &c_.nh.entries[NhCache::slot(to)];
+      if (ce->epoch != c_.nh.epoch || !(ce->dst == to)) return 0;
+    } else {
+      const uint32_t to = dir == FlowDir::kOriginal ? f->backend4 : f->client4;
+      ce = &c_.nh.entries[NhCache::slot_v4(to)];
+      if (ce->tag4 != (epoch_hi | to)) return 0;
     }
+    uint32_t overhead = 0;
+    if (is_dsr(mode)) {
+      // route_one's encapsulation (a DSR flow is only ever seen from the client): the
+      // headroom to prepend, the outer source, the GUE port.
+      const bool gue = mode == Mode::kDsrGue;
+      overhead = encap_overhead(!kV6, gue);
+      if (rte_pktmbuf_headroom(pkts[i]) < overhead) return 0;
+      fast_src_[i] = source_for(c_, ce->port, f->backend());
+      if (!fast_src_[i]) return 0;
+      if (gue) {
+        const IpAddr vip = kV6 ? IpAddr::v6_bytes(ip + 24) : IpAddr::v4_bytes(ip + 16);
+        if (!gue_proto || gue_ports >> 16 != w.ports[i] >> 16 || gue_proto != proto ||
+            !(gue_vip == vip)) {
+          gue_svc = c_.snap->find_service(vip, uint16_t(w.ports[i] >> 16), proto);
+          gue_vip = vip;
+          gue_ports = w.ports[i];
+          gue_proto = proto;
+        }
+        // A service gone from the snapshot keeps the default, as in forward_flow.
+        fast_gue_port_[i] = gue_svc ? gue_svc->gue_port_be : uint16_t(htons(6080));
+      }
+    }
+    if (w.total[i] + overhead > ce->mtu) return 0;
     b_.flow[i] = f;
-    fast_nh_[i] = &ce;
+    fast_nh_[i] = ce;
     reply |= uint32_t(dir) << i;
   }
 
+  constexpr auto bit = [](Mode m) { return 1u << uint32_t(m); };
+  if (modes == bit(Mode::kDnat)) {
+    fast_send<kV6, Mode::kDnat, false>(pkts, n, now_ms, reply);
+  } else if (modes == bit(Mode::kFullnat)) {
+    fast_send<kV6, Mode::kFullnat, false>(pkts, n, now_ms, reply);
+  } else if (modes == bit(Mode::kDsrIpip)) {
+    fast_send<kV6, Mode::kDsrIpip, false>(pkts, n, now_ms, reply);
+  } else if (modes == bit(Mode::kDsrGue)) {
+    fast_send<kV6, Mode::kDsrGue, false>(pkts, n, now_ms, reply);
+  } else {
+    fast_send<kV6, Mode::kDnat, true>(pkts, n, now_ms, reply);
+  }
+  counter_add(c_.counters.fast_path_packets, n);
+  fast_syn_backoff_ = 0;
+  if (w.syn) fast_syn_live_ = true;
+  return n;
+}
+
+template <bool kV6, Mode kMode, bool kMixed>
+void Worker::fast_send(rte_mbuf** pkts, uint16_t n, uint32_t now_ms, uint32_t reply) {
+  const FastWire& w = *wire_;
+  constexpr uint32_t kL3Len = kV6 ? kIpv6HdrLen : kIpv4HdrLen;
   for (uint16_t i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];
     uint8_t* ip = w.l3[i];
     uint8_t* d = ip - kEthHdrLen;
-    uint8_t* l4 = ip + kIpv4HdrLen;
+    uint8_t* l4 = ip + kL3Len;
     const uint8_t proto = w.proto[i];
     Flow* f = b_.flow[i];
     const FlowDir dir = FlowDir(reply >> i & 1);
@@ -249,24 +430,70 @@ uint16_t Worker::stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool 
     // compiler would load them again after each).
     BackendCounters& bc = c_.backend_counters[f->stat_id];
     const uint32_t len = w.len[i];
+    uint32_t tx_len = len;
     const NhCacheEntry& ce = *fast_nh_[i];
-    // TCP: pass 3 checked what touch() checks for its inline case (pass 1 the flags).
-    if (proto == kProtoTcp) c_.flows.touch_established(f, now_ms);
-    else c_.flows.touch(f, dir, 0, now_ms);
-    if (dir == FlowDir::kReply) {
-      nat_rewrite_ipv4_ttl<false>(ip, l4, proto, reinterpret_cast<const uint8_t*>(&f->vip4),
-                                  f->vip_port);
+    const Mode mode = kMixed ? f->mode : kMode;
+    c_.flows.touch(f, dir, w.tcp_flags[i], now_ms);
+    if (mode == Mode::kDnat || mode == Mode::kFullnat) {
+      if constexpr (kV6) {
+        // reverse(): from the VIP (fullnat: to the client); forward(): fullnat from our
+        // source, to the backend. Then decrement_ttl.
+        const FlowAddrs6& a = f->addrs6();
+        if (dir == FlowDir::kReply) {
+          nat_rewrite_ipv6<false>(ip, l4, proto, c_.flows.vip(*f).b, f->vip_port);
+          if (mode == Mode::kFullnat) {
+            nat_rewrite_ipv6<true>(ip, l4, proto, a.client.b, f->client_port);
+          }
+        } else {
+          if (mode == Mode::kFullnat) {
+            nat_rewrite_ipv6<false>(ip, l4, proto, c_.flows.local(*f).b, f->local_port);
+          }
+          nat_rewrite_ipv6<true>(ip, l4, proto, a.backend.b, f->backend_port);
+        }
+        ip[7] = uint8_t(ip[7] - 1);
+      } else if (mode == Mode::kDnat) {
+        if (dir == FlowDir::kReply) {
+          nat_rewrite_ipv4_ttl<false>(ip, l4, proto, reinterpret_cast<const uint8_t*>(&f->vip4),
+                                      f->vip_port);
+        } else {
+          nat_rewrite_ipv4_ttl<true>(ip, l4, proto,
+                                     reinterpret_cast<const uint8_t*>(&f->backend4),
+                                     f->backend_port);
+        }
+      } else if (dir == FlowDir::kReply) {
+        nat_rewrite_ipv4_both_ttl(ip, l4, proto, reinterpret_cast<const uint8_t*>(&f->vip4),
+                                  f->vip_port, reinterpret_cast<const uint8_t*>(&f->client4),
+                                  f->client_port);
+      } else {
+        nat_rewrite_ipv4_both_ttl(ip, l4, proto, c_.flows.local(*f).v4_ptr(), f->local_port,
+                                  reinterpret_cast<const uint8_t*>(&f->backend4),
+                                  f->backend_port);
+      }
     } else {
-      nat_rewrite_ipv4_ttl<true>(ip, l4, proto, reinterpret_cast<const uint8_t*>(&f->backend4),
-                                 f->backend_port);
+      // DSR: the packet unchanged but for its TTL (decrement_ttl), inside an outer header
+      // toward the backend (route_one), whose flow hash is this packet's: a DSR flow's
+      // original tuple is the client's.
+      if constexpr (kV6) {
+        ip[7] = uint8_t(ip[7] - 1);
+      } else {
+        const uint16_t old_word = ld16(ip + 8);
+        const uint8_t ttl_proto[2] = {uint8_t(ip[8] - 1), ip[9]};
+        ip[8] = ttl_proto[0];
+        csum_replace2(ip + 10, old_word, ld16(ttl_proto));
+      }
+      const bool gue = mode == Mode::kDsrGue;
+      const uint32_t overhead = encap_overhead(!kV6, gue);
+      d = reinterpret_cast<uint8_t*>(rte_pktmbuf_prepend(m, uint16_t(overhead)));
+      std::memmove(d, d + overhead, kEthHdrLen);
+      write_encap(d + kEthHdrLen, d + kEthHdrLen + overhead, w.total[i], !kV6, gue,
+                  fast_src_[i]->addr, f->backend(), gue ? fast_gue_port_[i] : 0, b_.hash[i]);
+      tx_len = len + overhead;
     }
     counter_add(bc.packets, 1);
     counter_add(bc.bytes, len);
     std::memcpy(d, ce.macs, 12);
-    c_.tx(ce.port, m, len);
+    c_.tx(ce.port, m, tx_len);
   }
-  counter_add(c_.counters.fast_path_packets, n);
-  return n;
 }
 
 }  // namespace meshgate::dp

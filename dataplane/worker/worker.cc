@@ -321,8 +321,8 @@ void Worker::process_burst(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool h
     } else if (stage_fast(in_port, pkts, n, hashed) == n) {
       fast_backoff_ = 0;
       return;
-    } else if (b_.hashed == n) {
-      // Past the first pass: the burst's flows were missing or not plain established ones.
+    } else if (fast_flow_miss_) {
+      // Past the first pass: a packet of the burst had no flow.
       fast_skip_ = fast_backoff_;
       fast_backoff_ = uint8_t(std::clamp<uint32_t>(2u * fast_backoff_, 1, kFastBackoffMax));
     }

@@ -5,9 +5,9 @@
 // each a function `stage_x(WorkerCtx&, Burst&, ...)` in the room that owns its logic
 // (worker/classify, l2/, lb/service_stage, nat/icmp_stage, local/, route/), writing each
 // packet's next step; the worker runs the chain and acts on the verdicts.
-// A burst made only of established traffic takes a fused path instead (worker/fast_path.cc):
-// the same work in a few tight passes, with the same result; any other packet in the burst
-// sends the whole burst through the stages.
+// A burst made only of traffic of live flows (any mode, either family) takes a fused path
+// instead (worker/fast_path.cc): the same work in a few tight passes, with the same result; any
+// other packet in the burst sends the whole burst through the stages.
 // Then packets handed over by other workers (worker/handoff.h), timers, neighbor updates, an
 // RCU quiescent state.
 //
@@ -102,8 +102,11 @@ class Worker {
     uint64_t addrs[kBurst];   // its source and destination, as loaded from the header
     uint32_t ports[kBurst];   // the transport source and destination ports, likewise
     uint32_t len[kBurst];     // the frame's length (pkt_len)
-    uint16_t total[kBurst];   // the IPv4 total length
+    uint16_t total[kBurst];   // the datagram's length (IPv4 total length, IPv6 40 + payload)
     uint8_t proto[kBurst];
+    uint8_t tcp_flags[kBurst];  // TCP: the segment's flags; UDP: 0 (PacketMeta::tcp_flags)
+    bool v6 = false;  // the burst's family (l3 is then the IPv6 header; addrs is not set)
+    bool syn = false;  // a SYN without ACK among them
   };
   // A received burst and what stage_fast's first pass found: `hashed` packets (all of them
   // when the burst may take the fast path) with their flow hash and first bucket, prefetched;
@@ -139,6 +142,17 @@ class Worker {
     for (uint16_t i = 0; i < n; ++i) hint[i] = c_.flows.prefetch_flows_or_second(hash[i], b0[i]);
   }
   uint16_t stage_fast(uint16_t in_port, rte_mbuf** pkts, uint16_t n, bool hashed);
+  // fast_hash for a burst of one family (the first packet's).
+  template <bool kV6>
+  uint16_t fast_hash_family(uint16_t in_port, rte_mbuf** pkts, uint16_t n, uint32_t* hash,
+                            uint32_t* b0, FastWire* wire, uint64_t* bytes) const;
+  // stage_fast's third pass (n when it forwarded the burst, else 0) and its last: touch,
+  // translate (or encapsulate), count, L2 and TX, for flows of mode kMode, or of any mode per
+  // packet with kMixed.
+  template <bool kV6>
+  uint16_t fast_check(rte_mbuf** pkts, uint16_t n);
+  template <bool kV6, Mode kMode, bool kMixed>
+  void fast_send(rte_mbuf** pkts, uint16_t n, uint32_t now_ms, uint32_t reply);
   void stage_dispatch(rte_mbuf** pkts, uint16_t n);
   // Proxy: segments to the TCP stack; the frames it emitted through route and dispatch.
   void stage_stack(rte_mbuf** pkts, uint16_t n);
@@ -169,16 +183,30 @@ class Worker {
   uint32_t b0_[kBurst];      // the flow's first bucket
   uint32_t hint_[kBurst];    // its flow's likely reference
   const NhCacheEntry* fast_nh_[kBurst];  // each packet's cached next hop
+  // DSR flows: the outer source (route_one's source_for) and the GUE port.
+  const IpPrefix* fast_src_[kBurst];
+  uint16_t fast_gue_port_[kBurst];
   // What fast_hash read of the burst in hand: wire_own_, or the Prepared burst's.
   FastWire wire_own_;
   const FastWire* wire_ = &wire_own_;
   // Bursts to leave to the stages without trying stage_fast, after bursts it could not take
-  // past its first pass (new flows: a SYN or a flood of mid-stream packets); doubles (up to
-  // kFastBackoffMax) with each such burst, 0 after one it takes. Only costs: both paths give
-  // the same result.
+  // because a packet past its first pass had no flow (new flows: a flood of mid-stream
+  // packets; fast_flow_miss_); doubles (up to kFastBackoffMax) with each such burst, 0 after
+  // one it takes. (A next hop not cached yet is no reason: the stages cache it.) Only costs:
+  // both paths give the same result.
   uint8_t fast_skip_ = 0;
   uint8_t fast_backoff_ = 0;
   static constexpr uint8_t kFastBackoffMax = 16;
+  bool fast_flow_miss_ = false;
+  // A SYN (without ACK) is a fast-path candidate: on a live flow it takes the fast path; a
+  // SYN that opens a new flow sends its burst to the stages, and then the first pass turns
+  // SYNs away for fast_syn_skip_ bursts (doubling up to kFastBackoffMax with each such burst,
+  // 0 after a burst taken), so that a SYN flood costs what it did before SYNs were candidates.
+  uint8_t fast_syn_skip_ = 0;
+  uint8_t fast_syn_backoff_ = 0;
+  // The last burst with such a SYN that stage_fast saw was taken (its SYNs were of live
+  // flows): rx_port holds full bursts with SYNs only then.
+  bool fast_syn_live_ = false;
   // Per port: a full burst of fast-path candidates received in the last poll and held for
   // this one (held_[p][held_cur_[p]] when its n is not 0), and the buffer for the next.
   Prepared held_[kMaxPorts][2];

@@ -2,6 +2,7 @@
 
 #include "control/runtime/runtime.h"
 
+#include <gtest/gtest.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_eth_ring.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <mutex>
 #include <stdexcept>
 
@@ -109,6 +111,17 @@ protocol = "tcp"
   address = "2001:db8:1::12"
   port = 8080
 )";
+
+void expect_same_flows(const dp::FlowTable& a, const dp::FlowTable& b) {
+  ASSERT_EQ(a.active(), b.active());
+  EXPECT_EQ(a.established(), b.established());
+  for (uint32_t i = 0; i < a.capacity(); ++i) {
+    ASSERT_EQ(a.at(i) == nullptr, b.at(i) == nullptr) << i;
+    if (a.at(i)) {
+      EXPECT_EQ(std::memcmp(a.at(i), b.at(i), sizeof(dp::Flow)), 0) << i;
+    }
+  }
+}
 
 void init_eal_once() {
   static std::once_flag once;

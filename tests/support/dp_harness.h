@@ -114,6 +114,10 @@ class DataplaneHarness {
   uint64_t version_ = 0;
 };
 
+// Expects two workers' flow tables to hold the same flows, slot for slot and byte for byte
+// (a worker that took the fast path against one that took the stages).
+void expect_same_flows(const dp::FlowTable& a, const dp::FlowTable& b);
+
 // A config prelude most dataplane tests share (the demo topology): port net0 with MAC
 // 02:00:00:00:00:01 and 198.51.100.1/24 + 2001:db8:1::1/64, default routes via the router
 // .254 / ::fe (02:00:00:00:00:fe), backends with static neighbors, services web / dns / web6.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <cstring>
 #include <set>
 
 #include "dataplane/nat/icmp_error.h"
@@ -574,6 +575,339 @@ TEST(Fragments, a_later_fragment_without_its_first_is_fragment_no_first) {
   ip.frag_offset = 5;
   h.send(pkt::build_ip(kToGw, ip, pkt::kProtoTcp, Bytes(40, 1)), kT0);
   EXPECT_EQ(h.drops(Drop::kFragmentNoFirst), 1u);
+}
+
+// ---- the established-flow fast path in every mode ----------------------------------------------
+
+// Two workers fed the same traffic: `fast` as it comes, `stages` with a frame for another MAC
+// appended to each burst (dropped at parse, touching nothing, it sends the whole burst through
+// the stages). Each burst must leave both the same: frames, counters, backend counters, flows.
+struct FastAndStages {
+  explicit FastAndStages(const std::string& cfg) : fast(cfg), stages(cfg) {
+    other_mac = tcp_frame("192.0.2.250", 1, "203.0.113.10", 80, pkt::kTcpAck);
+    other_mac[5] = 0x99;
+  }
+  // Sends `burst` to both and checks they agree; returns what left.
+  std::vector<Bytes> send(const std::vector<Bytes>& burst) {
+    t += 1'000'000;  // a millisecond: expiries move
+    std::vector<Bytes> with_other = burst;
+    with_other.push_back(other_mac);
+    const auto out = fast.send(burst, t);
+    EXPECT_EQ(out, stages.send(with_other, t));
+    expect_same();
+    return out;
+  }
+  // The fast path takes `burst` (after the backoff of earlier bursts it left has run out).
+  void send_fast(const std::vector<Bytes>& burst) {
+    for (int i = 0; i < 40; ++i) {
+      const uint64_t before = fast.counters().fast_path_packets;
+      const auto out = send(burst);
+      if (fast.counters().fast_path_packets == before) continue;
+      EXPECT_EQ(fast.counters().fast_path_packets, before + burst.size());
+      EXPECT_EQ(out.size(), burst.size());
+      for (const Bytes& f : out) expect_valid(f);
+      return;
+    }
+    ADD_FAILURE() << "the fast path never took the burst";
+  }
+  void expect_same() {
+    EXPECT_EQ(stages.counters().fast_path_packets, 0u);
+    EXPECT_EQ(fast.counters().tx_packets, stages.counters().tx_packets);
+    EXPECT_EQ(fast.counters().tx_bytes, stages.counters().tx_bytes);
+    EXPECT_EQ(fast.counters().flows_created, stages.counters().flows_created);
+    EXPECT_EQ(fast.drops_total() + 1 * bursts_to_stages(), stages.drops_total());
+    EXPECT_EQ(std::memcmp(fast.worker().backend_counters(), stages.worker().backend_counters(),
+                          sizeof(dp::BackendCounters) * dp::kMaxBackendStats),
+              0);
+    test::expect_same_flows(fast.worker().flows(), stages.worker().flows());
+  }
+  uint64_t bursts_to_stages() const { return stages.drops(Drop::kL2NotForUs); }
+
+  DataplaneHarness fast;
+  DataplaneHarness stages;
+  Bytes other_mac;
+  uint64_t t = kT0;
+};
+
+// A TCP segment from `src` to `dst` with the given flags, TTL, payload and options.
+Bytes segment(const std::string& src, uint16_t sport, const std::string& dst, uint16_t dport,
+              uint8_t flags, uint8_t ttl = 64, size_t payload = 0, const Bytes& options = {},
+              const pkt::EthHdr& eth = kToGw) {
+  pkt::IpHdr ip;
+  ip.src = A(src.c_str());
+  ip.dst = A(dst.c_str());
+  ip.ttl = ttl;
+  ip.df = payload & 1;
+  ip.id = uint16_t(sport * 7);
+  pkt::TcpHdr t;
+  t.sport = sport;
+  t.dport = dport;
+  t.seq = 1000u + sport;
+  t.ack = 7u;
+  t.flags = flags;
+  t.options = options;
+  return pkt::build_tcp(eth, ip, t, Bytes(payload, uint8_t(sport)));
+}
+
+Bytes syn_options() {
+  pkt::TcpOptions o;
+  o.mss = 1460;
+  o.wscale = 7;
+  o.sack_permitted = true;
+  o.ts_val = 99;
+  return pkt::tcp_options(o);
+}
+
+// Established flows of every mode in both families (kModes with the services below), and
+// frames of each: client data, backend replies (dnat, fullnat), UDP both ways (fullnat, IPv6
+// dnat), and the packets that change a live flow's state: a repeated SYN (with a SYN's
+// options), FIN, RST.
+const char* const kDnat6 = R"(
+[[service]]
+name = "dnat6"
+vip = "2001:db8:100::10"
+port = 80
+  [[service.backend]]
+  address = "2001:db8:1::11"
+  port = 8080
+  [[service.backend]]
+  address = "2001:db8:1::12"
+  port = 8080
+[[service]]
+name = "dnat6-udp"
+vip = "2001:db8:100::10"
+port = 53
+protocol = "udp"
+  [[service.backend]]
+  address = "2001:db8:1::12"
+  port = 5353
+)";
+
+struct ModeFlows {
+  static constexpr int kKinds = 8;  // dnat, fullnat, ipip, gue; then the same over IPv6
+  std::vector<Bytes> by_kind[kKinds];
+  std::vector<Bytes> est4, est6;   // all of by_kind's, per family
+  std::vector<Bytes> state4, state6;  // SYN, FIN, RST of live flows
+
+  explicit ModeFlows(FastAndStages& p) { build(p); }
+  void build(FastAndStages& p) {
+    const std::string vips[kKinds] = {"203.0.113.10",     "203.0.113.11",    "203.0.113.12",
+                                      "203.0.113.13",     "2001:db8:100::10", "2001:db8:100::11",
+                                      "2001:db8:100::12", "2001:db8:100::13"};
+    for (int kind = 0; kind < kKinds; ++kind) {
+      const std::string& vip = vips[kind];
+      const bool v6 = kind >= 4;
+      const int mode = kind % 4;
+      const bool dsr = mode >= 2;
+      // Headers, and the tunnel's in DSR: a data frame of `fit` bytes just fits the MTU.
+      const size_t hdrs = (v6 ? 40 : 20) + 20;
+      const size_t tunnel = mode == 2 ? (v6 ? 40 : 20) : mode == 3 ? (v6 ? 48 : 28) : 0;
+      const size_t fit = 1500 - hdrs - tunnel;
+      std::vector<Bytes>& state = v6 ? state6 : state4;
+      for (int c = 0; c < 4; ++c) {
+        const std::string client = v6 ? "2001:db8:2::" + std::to_string(20 + kind * 10 + c)
+                                      : "192.0.2." + std::to_string(20 + kind * 10 + c);
+        const uint16_t cport = uint16_t(40000 + kind * 100 + c);
+        const auto out =
+            p.send({segment(client, cport, vip, 80, pkt::kTcpSyn, 64, 0, syn_options())});
+        ASSERT_EQ(out.size(), 1u) << vip;
+        const auto o = pkt::decode(out[0]);
+        if (!dsr) {
+          // The backend's SYN-ACK: dnat to the client, fullnat to our source address and port.
+          const std::string be = o.dst.str();
+          const std::string to = o.src.str();
+          const uint16_t to_port = o.sport;
+          const auto rep = p.send({segment(be, 8080, to, to_port, pkt::kTcpSyn | pkt::kTcpAck,
+                                           64, 0, syn_options(), from(be))});
+          ASSERT_EQ(rep.size(), 1u) << vip;
+          for (int k = 0; k < 2; ++k) {
+            by_kind[kind].push_back(segment(be, 8080, to, to_port, pkt::kTcpAck | pkt::kTcpPsh,
+                                            uint8_t(k ? 2 : 63), size_t(c * 13 + k), {},
+                                            from(be)));
+          }
+        }
+        p.send({segment(client, cport, vip, 80, pkt::kTcpAck)});
+        // Client data: hop limit 2 for one, a frame that just fits the MTU for another.
+        by_kind[kind].push_back(segment(client, cport, vip, 80, pkt::kTcpAck | pkt::kTcpPsh,
+                                        uint8_t(c == 1 ? 2 : 64),
+                                        c == 2 ? fit : size_t(1 + c * 37)));
+        state.push_back(segment(client, cport, vip, 80, pkt::kTcpSyn, 64, 0, syn_options()));
+        if (c == 0) {  // options in no layout the fast path matches: the parser's walk
+          pkt::TcpOptions ws;
+          ws.wscale = 2;
+          state.push_back(segment(client, cport, vip, 80, pkt::kTcpSyn, 64, 0, pkt::tcp_options(ws)));
+        }
+        if (c == 1) {  // pcapgen's SYN: MSS, SACK permitted, window scale (no timestamps)
+          pkt::TcpOptions o;
+          o.mss = 1460;
+          o.sack_permitted = true;
+          o.wscale = 7;
+          state.push_back(segment(client, cport, vip, 80, pkt::kTcpSyn, 64, 0, pkt::tcp_options(o)));
+        }
+        if (c == 3) state.push_back(segment(client, cport, vip, 80, pkt::kTcpFin | pkt::kTcpAck));
+        if (c == 2 && mode == 1) state.push_back(segment(client, cport, vip, 80, pkt::kTcpRst));
+      }
+    }
+    // UDP both ways: IPv4 fullnat (one with a checksum of zero), IPv6 dnat.
+    const struct {
+      const char* client;
+      const char* vip;
+      int kind;
+      pkt::Csum csum;
+    } udp[] = {{"192.0.2.70", "203.0.113.11", 1, pkt::Csum::kValid},
+               {"192.0.2.71", "203.0.113.11", 1, pkt::Csum::kZero},
+               {"2001:db8:2::70", "2001:db8:100::10", 4, pkt::Csum::kValid}};
+    for (const auto& u : udp) {
+      const Bytes req = udp_frame(u.client, 3000, u.vip, 53, kToGw, u.csum);
+      const auto out = p.send({req});
+      ASSERT_EQ(out.size(), 1u) << u.vip;
+      const auto o = pkt::decode(out[0]);
+      const Bytes rep = udp_frame(o.dst.str().c_str(), 5353, o.src.str().c_str(), o.sport,
+                                  from(o.dst.str()), u.csum);
+      ASSERT_EQ(p.send({rep}).size(), 1u);
+      by_kind[u.kind].push_back(req);
+      by_kind[u.kind].push_back(rep);
+    }
+    for (int kind = 0; kind < kKinds; ++kind) {
+      std::vector<Bytes>& est = kind >= 4 ? est6 : est4;
+      est.insert(est.end(), by_kind[kind].begin(), by_kind[kind].end());
+    }
+  }
+};
+
+std::string fast_modes(uint16_t gue_port = 6080) {
+  std::string cfg = kModes;
+  const std::string key = "gue_port = 6080";
+  cfg.replace(cfg.find(key), key.size(), "gue_port = " + std::to_string(gue_port));
+  return cfg + kDnat6;
+}
+
+// Each mode of each family alone (the fast path's variant for it) and all modes of a family
+// mixed in one burst: the fast path's frames, counters and flows are the stages'.
+TEST(FastPath, established_traffic_of_every_mode_and_family_gives_the_stages_result_to_the_byte) {
+  FastAndStages p(fast_modes(7080));
+  ModeFlows fl(p);
+  for (int kind = 0; kind < ModeFlows::kKinds; ++kind) {
+    SCOPED_TRACE(kind);
+    p.send_fast(fl.by_kind[kind]);
+  }
+  for (const auto* est : {&fl.est4, &fl.est6}) {
+    std::vector<Bytes> mixed;
+    for (size_t j = 0; j < 31; ++j) mixed.push_back((*est)[(j * 7) % est->size()]);
+    p.send_fast(mixed);
+  }
+  // GUE to the service's port: gue's own, gue6's the default.
+  for (const auto& [kind, port] : {std::pair{3, 7080}, std::pair{7, 6080}}) {
+    const auto gue = p.send(fl.by_kind[kind]);
+    ASSERT_FALSE(gue.empty());
+    EXPECT_EQ(pkt::decode(gue[0]).dport, port);
+  }
+  // A burst of both families: the fast path takes one family at a time, the stages this one.
+  const uint64_t fast0 = p.fast.counters().fast_path_packets;
+  p.send({fl.est6[0], fl.est4[0], fl.est6[1]});
+  EXPECT_EQ(p.fast.counters().fast_path_packets, fast0);
+}
+
+// SYN (repeated, with options), FIN and RST of live flows take the fast path too: the flow's
+// state moves as the stages move it, the packet goes to the flow's backend.
+TEST(FastPath, syn_fin_and_rst_of_live_flows_give_the_stages_result_to_the_byte) {
+  FastAndStages p(fast_modes());
+  ModeFlows fl(p);
+  const uint64_t created = p.fast.counters().flows_created;
+  for (const auto& [state, est] : {std::pair{&fl.state4, &fl.est4}, std::pair{&fl.state6, &fl.est6}}) {
+    std::vector<Bytes> burst = *state;
+    for (size_t j = 0; burst.size() < 31; ++j) burst.push_back((*est)[(j * 5) % est->size()]);
+    p.send_fast(burst);
+    // And the flows go on (31 frames: the stages' variant gets one more in the same burst).
+    p.send_fast(std::vector<Bytes>(est->begin(), est->begin() + 31));
+  }
+  EXPECT_EQ(p.fast.counters().flows_created, created);
+}
+
+// Linux conntrack keeps a connection and its NAT binding when a SYN arrives in ESTABLISHED;
+// so does the gateway: same flow, same backend, no new flow, and the packet costs what an
+// established one costs (the fast path takes it, and takes the bursts after it).
+TEST(FastPath, a_syn_on_a_live_dnat_flow_keeps_the_flow_and_its_backend_on_the_fast_path) {
+  FastAndStages p(kModes);
+  std::vector<Bytes> acks, syns;
+  std::vector<std::string> backend;
+  for (int c = 0; c < 8; ++c) {
+    const std::string client = "192.0.2." + std::to_string(100 + c);
+    const uint16_t cport = uint16_t(50000 + c);
+    const auto out = p.send({segment(client, cport, "203.0.113.10", 80, pkt::kTcpSyn)});
+    ASSERT_EQ(out.size(), 1u);
+    const std::string be = pkt::decode(out[0]).dst.str();
+    backend.push_back(be);
+    p.send({segment(be, 8080, client, cport, pkt::kTcpSyn | pkt::kTcpAck, 64, 0, {}, from(be))});
+    p.send({segment(client, cport, "203.0.113.10", 80, pkt::kTcpAck)});
+    acks.push_back(segment(client, cport, "203.0.113.10", 80, pkt::kTcpAck, 64, 100));
+    syns.push_back(segment(client, cport, "203.0.113.10", 80, pkt::kTcpSyn, 64, 0, syn_options()));
+  }
+  p.send_fast(acks);  // past the backoff the handshakes left
+  const uint64_t created = p.fast.counters().flows_created;
+  const uint32_t active = p.fast.worker().flows().active();
+  // One packet in four a SYN on a live flow, burst after burst.
+  for (int round = 0; round < 4; ++round) {
+    std::vector<Bytes> mix;
+    for (int c = 0; c < 8; ++c) {
+      mix.push_back(c % 4 == round ? syns[size_t(c)] : acks[size_t(c)]);
+      mix.push_back(acks[size_t(c)]);
+    }
+    const uint64_t fast0 = p.fast.counters().fast_path_packets;
+    const auto out = p.send(mix);
+    EXPECT_EQ(p.fast.counters().fast_path_packets, fast0 + mix.size()) << round;
+    ASSERT_EQ(out.size(), mix.size());
+    for (size_t j = 0; j < out.size(); ++j) {
+      EXPECT_EQ(pkt::decode(out[j]).dst.str(), backend[j / 2]) << "same backend";
+    }
+  }
+  EXPECT_EQ(p.fast.counters().flows_created, created);
+  EXPECT_EQ(p.fast.worker().flows().active(), active);
+}
+
+// The pipeline holds a full burst with SYNs once SYNs have been of live flows, and such a
+// burst leaves exactly as the unpipelined worker sends it.
+TEST(FastPath, a_pipelined_burst_with_syns_on_live_flows_is_held_and_leaves_unchanged) {
+  HarnessOptions po;
+  po.pipeline = true;
+  DataplaneHarness piped(kModes, po), plain(kModes);
+  uint64_t t = kT0;
+  std::vector<Bytes> mix;
+  for (int c = 0; c < 16; ++c) {
+    const std::string client = "192.0.2." + std::to_string(100 + c);
+    const uint16_t cport = uint16_t(50000 + c);
+    const Bytes syn = segment(client, cport, "203.0.113.10", 80, pkt::kTcpSyn, 64, 0, syn_options());
+    const auto out = plain.send(syn, t += 1000);
+    ASSERT_EQ(piped.send(syn, t), out);
+    const std::string be = pkt::decode(out.at(0)).dst.str();
+    for (const Bytes& f : {segment(be, 8080, client, cport, pkt::kTcpSyn | pkt::kTcpAck, 64, 0, {}, from(be)),
+                           segment(client, cport, "203.0.113.10", 80, pkt::kTcpAck)}) {
+      t += 1000;
+      ASSERT_EQ(piped.send(f, t), plain.send(f, t));
+    }
+    const Bytes ack = segment(client, cport, "203.0.113.10", 80, pkt::kTcpAck, 64, 10);
+    mix.push_back(c % 4 == 0 ? syn : ack);
+    mix.push_back(ack);
+  }
+  ASSERT_EQ(mix.size(), dp::kBurst);
+  int held = 0;
+  bool last_held = false;
+  for (int round = 0; round < 24; ++round) {
+    const auto want = plain.send(mix, t += 1'000'000);
+    piped.inject(mix, t);
+    auto out = piped.poll_each_once(t);
+    last_held = out.empty();
+    if (last_held) {
+      ++held;
+      out = piped.poll_each_once(t);
+    }
+    EXPECT_EQ(out, want) << round;
+  }
+  EXPECT_TRUE(last_held) << "held once SYNs were of live flows";
+  EXPECT_GT(held, 12);
+  EXPECT_EQ(piped.counters().flows_created, plain.counters().flows_created);
+  test::expect_same_flows(piped.worker().flows(), plain.worker().flows());
+  EXPECT_TRUE(piped.balanced());
 }
 
 // ---- backend removal and drain ---------------------------------------------------------------

@@ -245,16 +245,7 @@ TEST(WorkerFastPath, established_bursts_give_the_stages_result_to_the_byte) {
   }
   EXPECT_EQ(fast.counters().tx_packets, stages.counters().tx_packets);
   EXPECT_EQ(fast.counters().tx_bytes, stages.counters().tx_bytes);
-  const dp::FlowTable& ff = fast.worker().flows();
-  const dp::FlowTable& sf = stages.worker().flows();
-  ASSERT_EQ(ff.active(), sf.active());
-  EXPECT_EQ(ff.established(), sf.established());
-  for (uint32_t i = 0; i < ff.capacity(); ++i) {
-    ASSERT_EQ(ff.at(i) == nullptr, sf.at(i) == nullptr) << i;
-    if (ff.at(i)) {
-      EXPECT_EQ(std::memcmp(ff.at(i), sf.at(i), sizeof(dp::Flow)), 0) << i;
-    }
-  }
+  test::expect_same_flows(fast.worker().flows(), stages.worker().flows());
 }
 
 // A packet the fast path does not take anywhere in a burst (here a FIN, then a SYN of a new
