@@ -1,13 +1,12 @@
 #include "dataplane/nat/fullnat_source.h"
 
 #include <arpa/inet.h>
-#include <rte_lpm.h>
-#include <rte_lpm6.h>
 
 #include <vector>
 
 #include "dataplane/conntrack/conntrack.h"
 #include "dataplane/nat/rss.h"
+#include "dataplane/route/route.h"
 #include "dataplane/snapshot/snapshot.h"
 #include "dataplane/tcp/tcp_stack.h"
 
@@ -16,14 +15,6 @@ namespace {
 
 // The port a packet to `a` leaves through, or -1 (no route): the reply from `a` comes back in
 // on it, so its RSS decides which worker sees the reply.
-int egress_port_of(const Snapshot& snap, const IpAddr& a) {
-  uint32_t nh = 0;
-  const int rc = a.is_v4() ? rte_lpm_lookup(snap.lpm4, a.v4_host(), &nh)
-                           : rte_lpm6_lookup(snap.lpm6, a.b, &nh);
-  if (rc != 0 || nh >= snap.next_hops.size()) return -1;
-  return snap.next_hops[nh].port_index;
-}
-
 bool is_echo(uint8_t proto) { return proto == kProtoIcmp || proto == kProtoIcmp6; }
 
 }  // namespace
@@ -42,7 +33,7 @@ bool FullnatSource::begin(const Snapshot& snap, const IpAddr& remote, uint16_t r
   c->remote = remote;
   c->remote_port_be = remote_port_be;
   c->proto = proto;
-  const int port = egress_port_of(snap, remote);
+  const int port = egress_port(snap, remote);
   c->rss = port >= 0 && !d_.flow_steered[port] ? d_.rss[port] : nullptr;
   c->rss_fixed = c->rss ? c->rss->fixed_hash(remote, c->local->address, remote_port_be) : 0;
   c->candidates = 0;

@@ -120,7 +120,7 @@ void send_icmp_error(WorkerCtx& c, Burst& b, const rte_mbuf* orig, const PacketM
     counter_add(c.counters.icmp_rate_limited, 1);
     return;
   }
-  const int port = egress_port(c, om.src);
+  const int port = egress_port(*c.snap, om.src);
   const IpPrefix* from = port >= 0 ? source_for(c, uint16_t(port), om.src) : nullptr;
   if (!from) return;
   rte_mbuf* mb = rte_pktmbuf_alloc(c.p.pool);

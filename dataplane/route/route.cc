@@ -15,12 +15,12 @@
 
 namespace meshgate::dp {
 
-int egress_port(const WorkerCtx& c, const IpAddr& a) {
+int egress_port(const Snapshot& snap, const IpAddr& a) {
   uint32_t nh_idx = 0;
-  const int rc = a.is_v4() ? rte_lpm_lookup(c.snap->lpm4, a.v4_host(), &nh_idx)
-                           : rte_lpm6_lookup(c.snap->lpm6, a.b, &nh_idx);
-  if (rc != 0 || nh_idx >= c.snap->next_hops.size()) return -1;
-  return c.snap->next_hops[nh_idx].port_index;
+  const int rc = a.is_v4() ? rte_lpm_lookup(snap.lpm4, a.v4_host(), &nh_idx)
+                           : rte_lpm6_lookup(snap.lpm6, a.b, &nh_idx);
+  if (rc != 0 || nh_idx >= snap.next_hops.size()) return -1;
+  return snap.next_hops[nh_idx].port_index;
 }
 
 const IpPrefix* source_for(const WorkerCtx& c, uint16_t port_index, const IpAddr& peer) {

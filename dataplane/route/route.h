@@ -18,8 +18,8 @@ Next route_one(WorkerCtx& c, Burst& b, rte_mbuf* m, PacketMeta& meta, const Egre
                uint16_t i, uint16_t* out_port, IpAddr* nh, Drop* why);
 // Sends what waits for a neighbor that resolved; drops what waited too long.
 void service_pending(WorkerCtx& c);
-// The port a packet to `a` leaves through, or -1 (no route).
-int egress_port(const WorkerCtx& c, const IpAddr& a);
+// The port a packet to `a` leaves through by the snapshot's routes, or -1 (no route).
+int egress_port(const Snapshot& snap, const IpAddr& a);
 // Local source address on `port_index` for talking to `peer` (same prefix, else the first of
 // its family); nullptr when the port has none of that family.
 const IpPrefix* source_for(const WorkerCtx& c, uint16_t port_index, const IpAddr& peer);

@@ -24,7 +24,7 @@ int handoff_target(const WorkerCtx& c, const IpAddr& src, uint16_t sport_be, con
   const bool echo = (proto == kProtoIcmp || proto == kProtoIcmp6) && !c.snap->echo_services.empty();
   if (!svcs && !echo) return -1;
   // The client's packets reached the worker RSS picked for (client -> VIP): predict it.
-  const int port = egress_port(c, dst);
+  const int port = egress_port(*c.snap, dst);
   const RssPredictor* rss = port >= 0 ? c.p.rss[port] : nullptr;
   for (uint32_t k = 0; rss && k < count && k < 4; ++k) {
     const SnapService& s = c.snap->services[svcs[k]];
