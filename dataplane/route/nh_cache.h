@@ -21,6 +21,9 @@ struct NhCacheEntry {
   uint16_t port = 0;
   uint16_t mtu = 0;   // the port's
   uint8_t macs[12];   // the frame's first 12 bytes: the next hop's MAC, then the port's
+  // The gateway's address on `port` for `dst` (source_for): a DSR tunnel's outer source.
+  // Null when the port has no address of dst's family.
+  const IpPrefix* src = nullptr;
 };
 
 struct NhCache {

@@ -86,7 +86,7 @@ MG_ALWAYS_INLINE Next route_packet(WorkerCtx& c, Burst& b, rte_mbuf* mb, PacketM
   if (eg.decrement_ttl) decrement_ttl(data, &m);
   if (eg.encap) {
     // The outer source is the gateway's address on the port toward the backend.
-    const IpPrefix* from = source_for(c, port_index, eg.tunnel_dst);
+    const IpPrefix* from = cached ? ce.src : source_for(c, port_index, eg.tunnel_dst);
     if (!from) {
       *why = Drop::kNoRoute;
       return kNextDrop;
@@ -124,6 +124,7 @@ MG_ALWAYS_INLINE Next route_packet(WorkerCtx& c, Burst& b, rte_mbuf* mb, PacketM
     }
     ce.port = port_index;
     ce.mtu = c.p.ports[port_index].mtu;
+    ce.src = source_for(c, port_index, dst);
     std::memcpy(ce.macs, mac.b.data(), 6);
     std::memcpy(ce.macs + 6, c.p.ports[port_index].mac.b.data(), 6);
     std::memcpy(data, ce.macs, 12);

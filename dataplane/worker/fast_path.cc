@@ -375,7 +375,7 @@ uint16_t Worker::fast_check(rte_mbuf** pkts, uint16_t n) {
       const bool gue = mode == Mode::kDsrGue;
       overhead = encap_overhead(!kV6, gue);
       if (rte_pktmbuf_headroom(pkts[i]) < overhead) return 0;
-      fast_src_[i] = source_for(c_, ce->port, f->backend());
+      fast_src_[i] = ce->src;
       if (!fast_src_[i]) return 0;
       if (gue) {
         const IpAddr vip = kV6 ? IpAddr::v6_bytes(ip + 24) : IpAddr::v4_bytes(ip + 16);
