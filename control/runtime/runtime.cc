@@ -789,6 +789,10 @@ void GatewayRun::show_progress() {
 int GatewayRun::finish() {
   int rc = kExitOk;
   rte_eal_mp_wait_lcore();
+  // Every worker has stopped: what a sibling's last poll handed to one stopped before it.
+  for (auto& s : slots_) {
+    if (s.worker) s.worker->drop_late_handoffs();
+  }
   if (mesh_rt_) mesh_rt_->stop();
   if (cert_provider_) cert_provider_->stop();
   if (admin_) admin_->stop();

@@ -214,7 +214,11 @@ void Worker::finish() {
   c_.counters.pending_now = 0;
   if (c_.proxy) c_.proxy->publish(true);
   if (c_.hbone) c_.hbone->publish(true);
-  // Packets other workers handed over after we stopped polling: they were counted out there.
+  sync_table_counters();
+}
+
+void Worker::drop_late_handoffs() {
+  // They were counted out by the worker that handed them over.
   for (uint32_t w = 0; w < c_.p.n_workers; ++w) {
     if (!c_.p.handoff_from[w]) continue;
     void* objs[kBurst];
@@ -224,7 +228,6 @@ void Worker::finish() {
       for (unsigned i = 0; i < n; ++i) c_.drop(static_cast<rte_mbuf*>(objs[i]), Drop::kHandoffFull);
     }
   }
-  sync_table_counters();
 }
 
 void Worker::drain_handoff() {

@@ -55,9 +55,12 @@ class Worker {
   int run();
   // One iteration of the loop; returns packets received from ports.
   uint32_t poll_once();
-  // Flushes TX, drops what still waits for a neighbor or sits in handoff rings toward this
-  // worker. Called by run() before it returns.
+  // Flushes TX, drops what still waits for a neighbor. Called by run() before it returns.
   void finish();
+  // Drops (counted in, reason handoff_full) what other workers handed to this one after it
+  // stopped polling. Control thread, once every worker has stopped: a sibling's last poll may
+  // come after this worker's finish().
+  void drop_late_handoffs();
 
   void request_stop() { stop_.store(true, std::memory_order_relaxed); }
   // Draining: packets of existing flows keep flowing, packets that would start a new flow are

@@ -248,6 +248,7 @@ DataplaneHarness::DataplaneHarness(const std::string& config_toml, HarnessOption
 
 DataplaneHarness::~DataplaneHarness() {
   for (auto& w : workers_) w->finish();
+  finish_stopped();
   collect();
   workers_.clear();
   for (const auto& p : ports_) {
@@ -344,6 +345,13 @@ void DataplaneHarness::poll_round(uint64_t ts_ns) {
 std::vector<pkt::Bytes> DataplaneHarness::send_to_queue(const std::vector<pkt::Bytes>& frames,
                                                         uint64_t ts_ns, uint16_t port,
                                                         uint16_t queue) {
+  enqueue_to_queue(frames, ts_ns, port, queue);
+  poll_all(ts_ns);
+  return collect();
+}
+
+void DataplaneHarness::enqueue_to_queue(const std::vector<pkt::Bytes>& frames, uint64_t ts_ns,
+                                        uint16_t port, uint16_t queue) {
   for (const auto& f : frames) {
     rte_mbuf* m = rte_pktmbuf_alloc(g_pool);
     if (!m) throw std::runtime_error("test pool exhausted");
@@ -354,8 +362,6 @@ std::vector<pkt::Bytes> DataplaneHarness::send_to_queue(const std::vector<pkt::B
     m->ol_flags |= g_ts_flag;
     if (rte_ring_enqueue(rx_rings_[port][queue], m) != 0) throw std::runtime_error("RX ring full");
   }
-  poll_all(ts_ns);
-  return collect();
 }
 
 void DataplaneHarness::poll_all(uint64_t ts_ns) {
@@ -370,7 +376,12 @@ std::vector<pkt::Bytes> DataplaneHarness::tick(uint64_t ts_ns) {
 
 std::vector<pkt::Bytes> DataplaneHarness::finish() {
   for (auto& w : workers_) w->finish();
+  finish_stopped();
   return collect();
+}
+
+void DataplaneHarness::finish_stopped() {
+  for (auto& w : workers_) w->drop_late_handoffs();
 }
 
 std::vector<pkt::Bytes> DataplaneHarness::collect() {

@@ -60,6 +60,9 @@ class DataplaneHarness {
   // every worker and returns what the ports transmitted.
   void inject(const std::vector<pkt::Bytes>& frames, uint64_t ts_ns, uint16_t port = 0);
   std::vector<pkt::Bytes> poll_each_once(uint64_t ts_ns);
+  // Only enqueues the frames into one queue (worker) of a port: no worker polls.
+  void enqueue_to_queue(const std::vector<pkt::Bytes>& frames, uint64_t ts_ns, uint16_t port,
+                        uint16_t queue);
   // The same into one queue (worker) explicitly.
   std::vector<pkt::Bytes> send_to_queue(const std::vector<pkt::Bytes>& frames, uint64_t ts_ns,
                                         uint16_t port, uint16_t queue);
@@ -75,8 +78,11 @@ class DataplaneHarness {
 
   // Replaces the snapshot with one built from `config_toml` (same ports).
   void publish(const std::string& config_toml);
-  // Stops the worker as at exit (pending packets dropped) and returns what was flushed.
+  // Stops the workers as at exit (pending packets dropped), then finish_stopped(); returns
+  // what was flushed.
   std::vector<pkt::Bytes> finish();
+  // What the gateway does once every worker has stopped: Worker::drop_late_handoffs.
+  void finish_stopped();
 
   // Counters summed over the workers.
   const dp::WorkerCounters& counters() const;

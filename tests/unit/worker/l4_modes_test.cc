@@ -1055,6 +1055,27 @@ TEST(Ownership, with_two_workers_and_rss_every_reply_reaches_the_flow_owner) {
   }
 }
 
+// At exit the workers stop one after another: a sibling's last poll may hand a packet to a
+// worker that has already stopped. It is dropped and counted in, so the gateway's handoffs
+// balance.
+TEST(Ownership, a_handoff_to_a_worker_that_already_stopped_is_counted_and_dropped) {
+  DataplaneHarness h(kModes, HarnessOptions{4096, 2, false});
+  const auto out = h.send_to_queue({tcp_frame("192.0.2.5", 40000, "203.0.113.10", 80, pkt::kTcpSyn)}, kT0, 0, 0);
+  ASSERT_EQ(out.size(), 1u);
+  const auto d = pkt::decode(out[0]);
+  h.worker(0).finish();
+  h.enqueue_to_queue({tcp_frame(d.dst.str().c_str(), 8080, "192.0.2.5", 40000,
+                                pkt::kTcpSyn | pkt::kTcpAck, 64, from(d.dst.str()))},
+                     kT0 + 1, 0, 1);
+  h.worker(1).poll_once();  // worker 1's last poll hands the reply to worker 0
+  h.worker(1).finish();
+  h.finish_stopped();
+  EXPECT_EQ(h.counters_of(1).handoff_out, 1u);
+  EXPECT_EQ(h.counters().handoff_in, h.counters().handoff_out);
+  EXPECT_EQ(h.drops(dp::Drop::kHandoffFull), 1u);
+  EXPECT_TRUE(h.balanced());
+}
+
 TEST(Ownership, without_rss_a_reply_on_the_wrong_worker_is_handed_over_in_turn) {
   DataplaneHarness h(kModes, HarnessOptions{4096, 3, false});
   // Client packets into queue 2, replies into queue 0: worker 0 tries worker 1, then worker 2.
