@@ -182,6 +182,26 @@ Tuple FlowTable::reply_tuple(const Flow& f) const {
   return Tuple{f.backend(), f.client(), f.backend_port, f.client_port, f.proto};
 }
 
+uint32_t FlowTable::hash_of(const Flow& f, FlowDir dir) const {
+  if (f.v6()) return hash(dir == FlowDir::kOriginal ? original_tuple(f) : reply_tuple(f));
+  // Ports as a TCP/UDP header holds them, loaded as they lie in memory (lb_flow_hash_v4).
+  const auto ports = [](uint16_t sport_be, uint16_t dport_be) {
+    uint16_t w[2] = {sport_be, dport_be};
+    uint32_t v;
+    std::memcpy(&v, w, 4);
+    return v;
+  };
+  if (dir == FlowDir::kOriginal) {
+    return lb_flow_hash_v4(f.client4, f.vip4, ports(f.client_port, f.vip_port), f.proto);
+  }
+  if (f.mode == Mode::kFullnat) {
+    uint32_t local4;
+    std::memcpy(&local4, local(f).v4_ptr(), 4);
+    return lb_flow_hash_v4(f.backend4, local4, ports(f.backend_port, f.local_port), f.proto);
+  }
+  return lb_flow_hash_v4(f.backend4, f.client4, ports(f.backend_port, f.client_port), f.proto);
+}
+
 bool FlowTable::embryonic(const Flow& f) const {
   if (f.proto == kProtoTcp) {
     return f.state == TcpState::kSynSent || f.state == TcpState::kSynRecv ||
@@ -226,12 +246,19 @@ bool FlowTable::link(uint32_t h, uint32_t ref) {
   // that, "power of two choices": the less loaded of the two keeps the fullest bucket near
   // log log n, so inserts do not fail long before the pool is full (first-fit did, at a third
   // of the slots).
+  // (The second bucket is read only when the first is more than half full: a cache miss.)
   const uint32_t b[2] = {bucket_of(h), bucket_of(alt_bucket(h))};
-  const uint32_t free0 = free_lanes(buckets_[b[0]]);
-  const uint32_t free1 = free_lanes(buckets_[b[1]]);
-  const uint32_t n0 = uint32_t(__builtin_popcount(free0));
-  const uint32_t k = n0 < kBucketEntries / 2 && uint32_t(__builtin_popcount(free1)) > n0 ? 1 : 0;
-  if (const uint32_t fr = k ? free1 : free0) {
+  uint32_t fr = free_lanes(buckets_[b[0]]);
+  const uint32_t n0 = uint32_t(__builtin_popcount(fr));
+  uint32_t k = 0;
+  if (n0 < kBucketEntries / 2) {
+    const uint32_t free1 = free_lanes(buckets_[b[1]]);
+    if (uint32_t(__builtin_popcount(free1)) > n0) {
+      fr = free1;
+      k = 1;
+    }
+  }
+  if (fr) {
     const uint32_t j = uint32_t(__builtin_ctz(fr));
     buckets_[b[k]].sig[j] = h;
     buckets_[b[k]].ref[j] = ref;
@@ -343,7 +370,7 @@ Flow* FlowTable::insert_once(const Tuple& orig, const FlowTarget& to, uint32_t n
   const uint32_t h0 = hash(orig);
   bool ok = link(h0, idx << 1);
   if (ok && !dsr) {
-    ok = link(hash(reply_tuple(f)), idx << 1 | 1);
+    ok = link(hash_of(f, FlowDir::kReply), idx << 1 | 1);
     if (!ok) unlink(h0, idx << 1);
   }
   if (!ok) {
@@ -366,8 +393,8 @@ Flow* FlowTable::insert_once(const Tuple& orig, const FlowTarget& to, uint32_t n
 void FlowTable::remove(Flow* f) {
   const uint32_t idx = index_of(f);
   const bool v6 = f->v6();
-  unlink(hash(original_tuple(*f)), idx << 1);
-  if (!is_dsr(f->mode)) unlink(hash(reply_tuple(*f)), idx << 1 | 1);
+  unlink(hash_of(*f, FlowDir::kOriginal), idx << 1);
+  if (!is_dsr(f->mode)) unlink(hash_of(*f, FlowDir::kReply), idx << 1 | 1);
   set_state(f, TcpState::kNone);
   free_slots(idx, v6);
   --active_;

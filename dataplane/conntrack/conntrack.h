@@ -229,6 +229,15 @@ class FlowTable {
     return hint;
   }
 
+  // A full table makes room by evicting the oldest half-open flows, in order: prefetches the
+  // slots of the next `n` of them, a burst ahead of the new flows that will evict them.
+  void prefetch_evictions(uint32_t n) const {
+    if (free_pair_head_ != kEmpty || free_single_head_ != kEmpty) return;  // not full
+    for (uint32_t k = 0; k < n && embryo_head_ + k != embryo_tail_; ++k) {
+      rte_prefetch0(&flows_[embryo_[(embryo_head_ + k) & embryo_mask_]]);
+    }
+  }
+
   // The flow a packet belongs to, in either direction. Expired flows are reclaimed on the way.
   Flow* lookup(const Tuple& t, uint32_t h, uint32_t now_ms, FlowDir* dir) {
     return lookup(t, h, buckets_of(h), now_ms, dir);
@@ -346,6 +355,9 @@ class FlowTable {
   // The tuple replies of `f` carry (f must not be DSR).
   Tuple reply_tuple(const Flow& f) const;
   Tuple original_tuple(const Flow& f) const;
+  // hash() of the tuple `f` is seen with in direction `dir` (reply: f must not be DSR); an
+  // IPv4 flow's from its stored words, without building the tuple.
+  uint32_t hash_of(const Flow& f, FlowDir dir) const;
 
  private:
   uint32_t timeout_ms(const Flow& f) const;

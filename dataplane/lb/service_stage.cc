@@ -86,6 +86,7 @@ MG_ALWAYS_INLINE void start_flow(WorkerCtx& c, Burst& b, rte_mbuf* mb, uint16_t 
 
 void stage_flow(WorkerCtx& c, Burst& b, rte_mbuf** pkts, uint16_t n) {
   const uint32_t now_ms = c.now_ms();
+  uint32_t started = 0;
   for (uint16_t i = 0; i < n; ++i) {
     if (b.next[i] != kNextFlow) continue;
     const PacketMeta& m = b.meta[i];
@@ -118,6 +119,7 @@ void stage_flow(WorkerCtx& c, Burst& b, rte_mbuf** pkts, uint16_t n) {
         break;
       case FlowAction::kNewFlow:
         start_flow(c, b, mb, i, t, v, now_ms);
+        ++started;
         break;
       case FlowAction::kStack:
         b.next[i] = kNextStack;
@@ -130,6 +132,8 @@ void stage_flow(WorkerCtx& c, Burst& b, rte_mbuf** pkts, uint16_t n) {
         break;
     }
   }
+  // A burst of new flows is likely followed by another (a flood, a load test).
+  if (started) c.flows.prefetch_evictions(started);
 }
 
 void stage_lookup(WorkerCtx& c, Burst& b, rte_mbuf** pkts, uint16_t n) {

@@ -375,7 +375,10 @@ namespace {
 MG_NOINLINE Drop fast_tcp_options(const uint8_t* data, uint32_t contig_len, uint32_t frame_len,
                                   PacketMeta* m, bool verify_ipv4_csum) {
   const uint8_t* l4 = data + m->l4_off;
-  if (walk_tcp_options(l4 + kTcpHdrLen, m->l4_hdr_len - kTcpHdrLen, m) == Drop::kNone) {
+  const uint8_t* opt = l4 + kTcpHdrLen;
+  const uint32_t len = m->l4_hdr_len - kTcpHdrLen;
+  if (match_common_tcp_options(opt, len, &m->tcp_mss, &m->tcp_wscale)) return Drop::kNone;
+  if (walk_tcp_options(opt, len, m) == Drop::kNone) {
     return Drop::kNone;
   }
   return parse_frame_general(data, contig_len, frame_len, m, verify_ipv4_csum);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "dataplane/common/compiler.h"
 #include "dataplane/common/net_types.h"
 #include "dataplane/drop_reasons.h"
 #include "dataplane/packet/wire.h"
@@ -96,5 +97,31 @@ Drop parse_frame_general(const uint8_t* data, uint32_t contig_len, uint32_t fram
 // True when `len` bytes of TCP options at `opt` pass the parser's option checks (a TCP header
 // with them is not dropped as kTcpBadOption): for a caller that takes frames past the parser.
 bool tcp_options_valid(const uint8_t* opt, uint32_t len);
+
+// The option layouts Linux and most stacks send, matched at fixed places without a walk: NOP
+// NOP timestamps (RFC 7323 appendix A) on any segment; on a SYN, MSS alone or followed by SACK
+// permitted and/or timestamps and window scale, NOP-padded. True when `len` bytes at `opt` are
+// one of them (every one passes the parser's checks); then *mss and *wscale are what the
+// options say (0 and 0xff when absent).
+MG_ALWAYS_INLINE bool match_common_tcp_options(const uint8_t* o, uint32_t len, uint16_t* mss,
+                                               uint8_t* wscale) {
+  if (len == 12 && rd32(o) == 0x0101080a) return true;  // NOP NOP timestamps
+  if (len < 4 || rd16(o) != 0x0204) return false;       // MSS first
+  if (len == 4) {
+    *mss = rd16(o + 2);
+    return true;
+  }
+  if (len != 12 && len != 20) return false;
+  const uint32_t w1 = rd32(o + 4);
+  // NOP NOP SACK-permitted, NOP window scale
+  const bool sack_ws = len == 12 && w1 == 0x01010402 && rd32(o + 8) >> 8 == 0x010303;
+  // SACK-permitted or NOP NOP, timestamps, NOP window scale
+  const bool ts_ws = len == 20 && (w1 == 0x0402080a || w1 == 0x0101080a) &&
+                     rd32(o + 16) >> 8 == 0x010303;
+  if (!sack_ws && !ts_ws) return false;
+  *mss = rd16(o + 2);
+  *wscale = o[len - 1];
+  return true;
+}
 
 }  // namespace meshgate::dp

@@ -20,10 +20,6 @@
 namespace meshgate::dp {
 namespace {
 
-// TCP options the fast path accepts without a walk: none, or NOP NOP timestamps (what Linux
-// and most stacks put on every segment once timestamps are negotiated, RFC 7323 appendix A).
-constexpr uint32_t kNopNopTimestamps = 0x0101080a;  // as rd32 reads it
-
 // The parser's checks of a TCP or UDP header of `l4_len` bytes (the IP payload) in a frame
 // that holds them: TCP with flags and options it accepts, UDP with a length that fits.
 // Without `syn`, a SYN without ACK is turned away (Worker::fast_syn_skip_).
@@ -40,20 +36,11 @@ MG_ALWAYS_INLINE bool fast_l4_ok(const uint8_t* l4, uint32_t l4_len, uint8_t pro
     const uint32_t doff = uint32_t(l4[12] >> 4) * 4;
     if (doff == kTcpHdrLen) return true;
     if (doff < kTcpHdrLen || doff > l4_len) return false;
-    if (doff == kTcpHdrLen + 12 && rd32(l4 + kTcpHdrLen) == kNopNopTimestamps) return true;
-    // A SYN's options. The layouts Linux and most stacks send, kind and length bytes at fixed
-    // places (MSS; then SACK permitted and/or timestamps and window scale, NOP-padded), are
-    // what the parser's walk accepts; anything else takes the walk.
     const uint8_t* o = l4 + kTcpHdrLen;
     const uint32_t olen = doff - kTcpHdrLen;
-    if (rd16(o) == 0x0204) {  // MSS
-      if (olen == 4) return true;
-      const uint32_t w1 = rd32(o + 4);
-      if (olen == 12 && w1 == 0x01010402 && rd32(o + 8) >> 8 == 0x010303) return true;
-      if (olen == 20 && (w1 == 0x0402080a || w1 == 0x0101080a) && rd32(o + 16) >> 8 == 0x010303) {
-        return true;
-      }
-    }
+    uint16_t mss;
+    uint8_t wscale;
+    if (match_common_tcp_options(o, olen, &mss, &wscale)) return true;
     return tcp_options_valid(o, olen);
   }
   if (proto == kProtoUdp) {

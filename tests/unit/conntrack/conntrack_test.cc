@@ -288,6 +288,38 @@ TEST_F(FlowTableTest, peek_finds_what_lookup_finds_and_leaves_an_expired_flow_to
 // tuple: flows of every mode in both directions, near misses (one field off) and strangers.
 // The table nearly full, so that some keys sit in their second bucket; each probe with no
 // hint, and with the hint prefetch_flows_or_second gives (the first signature match).
+// hash_of (what insert links and remove unlinks) is the hash of the tuple each direction's
+// packets carry, for every mode and family.
+TEST_F(FlowTableTest, hash_of_a_stored_flow_is_the_hash_of_its_tuples) {
+  ASSERT_TRUE(init(1024));
+  std::mt19937 rng(5);
+  int checked = 0;
+  for (uint32_t i = 0; i < 400; ++i) {
+    const Mode mode = Mode(i % 4);
+    const bool v6 = i % 5 == 0;
+    FlowTarget to = v6 ? dnat6() : dnat(mode);
+    to.mode = mode;
+    to.backend_port = uint16_t(rng());
+    if (!v6) to.backend = IpAddr::v4(0xc6336400 | (rng() & 0xff));
+    if (mode == Mode::kFullnat) {
+      to.local_id = v6 ? kVip6Id : kLocalId;
+      to.local_port = uint16_t(rng());
+    }
+    const IpAddr src = v6 ? *IpAddr::parse("2001:db8:7::" + std::to_string(i + 1))
+                          : IpAddr::v4(0xc0000000 | (rng() & 0xffff));
+    const Tuple t{src, addrs_[v6 ? kVip6Id : kVipId], uint16_t(rng()), uint16_t(rng()),
+                  i % 3 ? kProtoTcp : kProtoUdp};
+    Flow* f = table_.insert(t, to, 0);
+    ASSERT_NE(f, nullptr) << i;
+    EXPECT_EQ(table_.hash_of(*f, FlowDir::kOriginal), FlowTable::hash(t)) << i;
+    if (!is_dsr(mode)) {
+      EXPECT_EQ(table_.hash_of(*f, FlowDir::kReply), FlowTable::hash(table_.reply_tuple(*f))) << i;
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 400);
+}
+
 TEST_F(FlowTableTest, peek_v4_finds_what_peek_finds_from_the_wire_fields) {
   ASSERT_TRUE(init(1024));
   std::mt19937 rng(3);

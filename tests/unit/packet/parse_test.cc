@@ -427,7 +427,18 @@ TEST(ParseFastPath, agrees_with_the_general_parser_on_valid_and_damaged_frames) 
       pkt::TcpHdr t = syn();
       t.sport = uint16_t(rng());
       t.flags = uint8_t(rng() % 4 == 0 ? rng() : pkt::kTcpAck);
-      if (rng() % 4 == 0) t.options = pkt::tcp_options({.mss = 1400, .wscale = 7});
+      // The layouts the parser matches without a walk (match_common_tcp_options) and others.
+      static const pkt::TcpOptions kLayouts[] = {
+          {.mss = 1400, .wscale = 7},
+          {.mss = 1460},
+          {.mss = 1460, .wscale = 9, .sack_permitted = true},
+          {.mss = 1200, .wscale = 14, .sack_permitted = true, .ts_val = 77, .ts_ecr = 5},
+          {.mss = 536, .wscale = 0, .ts_val = 1},
+          {.ts_val = 123456, .ts_ecr = 654321},
+          {.mss = 1460, .sack_permitted = true, .ts_val = 9},
+          {.sack_permitted = true},
+      };
+      if (rng() % 2 == 0) t.options = pkt::tcp_options(kLayouts[rng() % std::size(kLayouts)]);
       f = pkt::build_tcp(kEth, ip, t, payload);
     } else {
       pkt::UdpHdr u = udp();
