@@ -160,6 +160,7 @@ class FlowTable {
   static constexpr uint32_t kSweepPerMs = 256;
   // Candidates examined to find a half-open or unassured flow to evict when full.
   static constexpr uint32_t kEvictTries = 16;
+  static constexpr uint32_t kEvictAhead = 4;  // evict_one's bucket prefetch distance
 
   struct alignas(64) Bucket {
     uint32_t sig[kBucketEntries];
