@@ -439,10 +439,14 @@ void FlowTable::touch_slow(Flow* f, FlowDir dir, uint8_t flags, uint32_t now_ms)
       s = TcpState::kClose;
     } else if (flags & kTcpSyn) {
       if (orig && !(flags & kTcpAck)) {
-        // A SYN opens (or, after a close, reopens) the connection; on an established flow it
-        // is the first packet we saw being a SYN, or a retransmission.
-        if (s == TcpState::kEstablished || s == TcpState::kClose || s == TcpState::kTimeWait ||
-            s == TcpState::kNone) {
+        // A SYN opens (or, after a close, reopens) the connection; that includes a flow
+        // insert() has just filed as ESTABLISHED and unassured, this SYN being its first
+        // packet. On an assured ESTABLISHED flow, or in a closing state, it changes nothing, as
+        // Linux conntrack ignores it there (a stale retransmission, or a client out of step):
+        // the flow keeps its state and timeout, and stays safe from eviction.
+        const bool unassured = s == TcpState::kEstablished && !(f->flags & kFlowSeenReply);
+        if (s == TcpState::kClose || s == TcpState::kTimeWait || s == TcpState::kNone ||
+            unassured) {
           s = TcpState::kSynSent;
           f->flags &= uint8_t(~(kFlowFinOrig | kFlowFinReply | kFlowLastFinReply));
         }

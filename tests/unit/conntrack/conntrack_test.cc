@@ -568,6 +568,41 @@ TEST_F(FlowTableTest, free_entries_are_reused_lowest_first_then_last_freed_first
   EXPECT_NE(find(client(11), 0), nullptr);
 }
 
+// Linux conntrack ignores a SYN in ESTABLISHED (a stale retransmission, or the client's view
+// out of step): the connection keeps its state, so it keeps the established timeout and is
+// never evicted for room. So does the gateway.
+TEST_F(FlowTableTest, a_syn_in_established_keeps_the_state_the_timeout_and_the_protection) {
+  ConntrackTimeouts to;
+  to.tcp_syn_ms = 1000;
+  to.tcp_established_ms = 100000;
+  ASSERT_TRUE(init(64, to));
+  Flow* a = table_.insert(client(0), dnat(), 0);
+  ASSERT_NE(a, nullptr);
+  table_.touch(a, FlowDir::kOriginal, kTcpSyn, 0);
+  table_.touch(a, FlowDir::kReply, kTcpSyn | kTcpAck, 0);
+  table_.touch(a, FlowDir::kOriginal, kTcpAck, 0);
+  ASSERT_EQ(a->state, TcpState::kEstablished);
+  table_.touch(a, FlowDir::kOriginal, kTcpSyn, 10);
+  EXPECT_EQ(tcp_state_name(a->state), std::string("ESTABLISHED"));
+  EXPECT_EQ(table_.established(), 1u);
+  EXPECT_EQ(find(client(0), 5000), a) << "not on the handshake's timeout";
+  // The backend's answer to that SYN and the client's ACK leave it established too.
+  table_.touch(a, FlowDir::kReply, kTcpSyn | kTcpAck, 5000);
+  table_.touch(a, FlowDir::kOriginal, kTcpAck, 5000);
+  EXPECT_EQ(a->state, TcpState::kEstablished);
+  // A SYN flood through the full table evicts half-open flows, never this one.
+  uint32_t inserted = 0;
+  for (uint32_t i = 1; i < 500; ++i) {
+    if (Flow* f = table_.insert(client(i), dnat(), 5000)) {
+      table_.touch(f, FlowDir::kOriginal, kTcpSyn, 5000);
+      ++inserted;
+    }
+  }
+  EXPECT_EQ(inserted, 499u);
+  EXPECT_GT(table_.stats().evicted, 400u);
+  EXPECT_EQ(find(client(0), 5000), a);
+}
+
 TEST_F(FlowTableTest, a_full_table_evicts_half_open_flows_first_and_never_established_ones) {
   ASSERT_TRUE(init(1024));
   // 512 established flows (handshake seen) and 512 half-open ones (SYN only).
