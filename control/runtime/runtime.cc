@@ -44,6 +44,7 @@
 #include "dataplane/l2/neighbor.h"
 #include "dataplane/nat/rss.h"
 #include "dataplane/proxy/proxy.h"
+#include "dataplane/route/pending.h"
 #include "dataplane/stack/stack_host.h"
 #include "dataplane/worker/worker.h"
 

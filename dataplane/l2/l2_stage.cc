@@ -270,7 +270,7 @@ bool resolve(WorkerCtx& c, const IpAddr& nh, uint16_t port_index, MacAddr* mac) 
     return true;
   }
   if (e && (e->last_request_ns == 0 ||
-            c.now_ns - e->last_request_ns >= PendingQueue::kRequestIntervalNs)) {
+            c.now_ns - e->last_request_ns >= NeighborCache::kRequestIntervalNs)) {
     solicit(c, e, port_index);
   }
   return false;

@@ -14,6 +14,7 @@
 #include "dataplane/l2/neighbor.h"
 #include "dataplane/nat/frag.h"
 #include "dataplane/nat/fullnat_source.h"
+#include "dataplane/route/pending.h"
 #include "dataplane/nat/rss.h"
 #include "dataplane/route/nh_cache.h"
 #include "dataplane/snapshot/addr_table.h"
