@@ -7,7 +7,6 @@
 #include "dataplane/common/compiler.h"
 #include "dataplane/common/net_types.h"
 
-
 namespace meshgate::dp {
 
 // A learned neighbor, as exchanged between workers and the control thread.

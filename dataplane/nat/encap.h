@@ -24,9 +24,9 @@ inline uint32_t encap_overhead(bool v4, bool gue) {
 
 // Writes the outer header(s) at `out` (encap_overhead bytes) for an inner IP packet of
 // `inner_len` bytes at `out + overhead`. Outer family = inner family.
-MG_ALWAYS_INLINE void write_encap(uint8_t* out, const uint8_t* inner, uint32_t inner_len, bool v4, bool gue,
-                        const IpAddr& src, const IpAddr& dst, uint16_t gue_port_be,
-                        uint32_t flow_hash) {
+MG_ALWAYS_INLINE void write_encap(uint8_t* out, const uint8_t* inner, uint32_t inner_len, bool v4,
+                                  bool gue, const IpAddr& src, const IpAddr& dst,
+                                  uint16_t gue_port_be, uint32_t flow_hash) {
   const uint32_t udp_len = gue ? kUdpHdrLen + inner_len : 0;
   uint8_t* l4 = out + (v4 ? kIpv4HdrLen : kIpv6HdrLen);
   if (v4) {

@@ -100,9 +100,9 @@ bool tcp_options_valid(const uint8_t* opt, uint32_t len);
 
 // The option layouts Linux and most stacks send, matched at fixed places without a walk: NOP
 // NOP timestamps (RFC 7323 appendix A) on any segment; on a SYN, MSS alone or followed by SACK
-// permitted and/or timestamps and window scale, NOP-padded. True when `len` bytes at `opt` are
-// one of them (every one passes the parser's checks); then *mss and *wscale are what the
-// options say (0 and 0xff when absent).
+// permitted and/or timestamps and window scale, NOP-padded. True when `len` bytes at `o` are
+// one of them (every one passes the parser's checks); then *mss and *wscale are set from the
+// options present (left as they are when absent).
 MG_ALWAYS_INLINE bool match_common_tcp_options(const uint8_t* o, uint32_t len, uint16_t* mss,
                                                uint8_t* wscale) {
   if (len == 12 && rd32(o) == 0x0101080a) return true;  // NOP NOP timestamps
