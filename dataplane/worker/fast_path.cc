@@ -471,7 +471,8 @@ void Worker::fast_send(rte_mbuf** pkts, uint16_t n, uint32_t now_ms, uint32_t re
       const bool gue = mode == Mode::kDsrGue;
       const uint32_t overhead = encap_overhead(!kV6, gue);
       d = reinterpret_cast<uint8_t*>(rte_pktmbuf_prepend(m, uint16_t(overhead)));
-      std::memmove(d, d + overhead, kEthHdrLen);
+      // The frame's MACs are written below; its type stays the inner packet's family.
+      wr16(d + 12, kV6 ? kEtherTypeIpv6 : kEtherTypeIpv4);
       write_encap(d + kEthHdrLen, d + kEthHdrLen + overhead, w.total[i], !kV6, gue,
                   fast_src_[i]->addr, f->backend(), gue ? fast_gue_port_[i] : 0, b_.hash[i]);
       tx_len = len + overhead;
