@@ -205,6 +205,7 @@ std::string render_stats(const json& s) {
   add("packets pending", "packets_pending");
   add("flows active", "flows_active");
   add("flows established", "flows_established");
+  add("flows closing", "flows_closing");
   add("flows created", "flows_created");
   add("flows expired", "flows_expired");
   add("stateless packets", "stateless_packets");

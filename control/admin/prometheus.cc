@@ -126,6 +126,9 @@ void write_core_metrics(const MetricsInput& in, PromWriter& w) {
   w.sample(t.flows_active);
   w.family("meshgate_flows_established", G, "Tracked TCP flows in ESTABLISHED.");
   w.sample(t.flows_established);
+  w.family("meshgate_flows_closing", G,
+           "Tracked TCP flows closing: FIN_WAIT, CLOSE_WAIT or LAST_ACK.");
+  w.sample(t.flows_closing);
   w.family("meshgate_flows_created_total", C, "Tracked flows created.");
   w.sample(t.flows_created);
   w.family("meshgate_flows_expired_total", C, "Tracked flows removed after their idle timeout.");

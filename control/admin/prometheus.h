@@ -84,7 +84,8 @@ struct MetricsInput {
 //   meshgate_packets_total{direction}  meshgate_bytes_total{direction}  (in | out)
 //   meshgate_packets_generated_total  meshgate_packets_consumed_total  meshgate_packets_pending
 //   meshgate_drops_total{reason}  (every reason of dataplane/drop_reasons.def, zeros included)
-//   meshgate_flows_active  meshgate_flows_established  meshgate_flows_created_total
+//   meshgate_flows_active  meshgate_flows_established  meshgate_flows_closing
+//   meshgate_flows_created_total
 //   meshgate_flows_expired_total  meshgate_stateless_packets_total
 //   meshgate_fast_path_packets_total
 //   meshgate_backend_packets_total{service,backend}  meshgate_backend_bytes_total{...}

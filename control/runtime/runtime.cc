@@ -723,9 +723,11 @@ void GatewayRun::act_on_signals(std::chrono::steady_clock::time_point now) {
   if (phase_ == Phase::kRunning && !replay_ &&
       (g_sigterm || (admin_ && admin_->bridge().take_drain_request()))) {
     const StatsTotals t = sum_counters(views_);
-    log(LogLevel::kInfo, "drain_start", "trigger=%s established=%lu active=%lu timeout_ms=%u",
+    log(LogLevel::kInfo, "drain_start",
+        "trigger=%s established=%lu closing=%lu active=%lu timeout_ms=%u",
         g_sigterm ? "sigterm" : "admin", (unsigned long)t.flows_established,
-        (unsigned long)t.flows_active, cfg_.gateway.drain_timeout_ms);
+        (unsigned long)t.flows_closing, (unsigned long)t.flows_active,
+        cfg_.gateway.drain_timeout_ms);
     for (auto& s : slots_) s.worker->set_draining(true);
     if (admin_) admin_->bridge().mark_draining();
     phase_ = Phase::kDraining;
@@ -740,14 +742,17 @@ void GatewayRun::check_drain(std::chrono::steady_clock::time_point now) {
   // HBONE connections too (they got GOAWAY; their streams finish).
   const uint64_t sessions = (proxy_ ? proxy_totals(views_).sum.sessions_active : 0) +
                             (hbone_ ? hbone_totals(views_).sum.connections_active : 0);
-  if ((t.flows_established != 0 || sessions != 0) && now < drain_deadline_) return;
+  // Closing connections too: a half-closed one may still carry data the other way, and its
+  // last FIN and ACK must pass, or the peers retransmit them to whoever holds the VIP next.
+  const uint64_t open = t.flows_established + t.flows_closing;
+  if ((open != 0 || sessions != 0) && now < drain_deadline_) return;
   log(LogLevel::kInfo, "drain_done",
-      "reason=%s elapsed_ms=%lld established=%lu active=%lu refused=%lu",
-      t.flows_established == 0 ? "no_established_flows" : "timeout",
+      "reason=%s elapsed_ms=%lld established=%lu closing=%lu active=%lu refused=%lu",
+      open == 0 ? "no_established_flows" : "timeout",
       (long long)std::chrono::duration_cast<std::chrono::milliseconds>(now - drain_start_)
           .count(),
-      (unsigned long)t.flows_established, (unsigned long)t.flows_active,
-      (unsigned long)t.drops[uint32_t(dp::Drop::kDraining)]);
+      (unsigned long)t.flows_established, (unsigned long)t.flows_closing,
+      (unsigned long)t.flows_active, (unsigned long)t.drops[uint32_t(dp::Drop::kDraining)]);
   stop_workers();
 }
 

@@ -94,6 +94,7 @@ StatsTotals sum_counters(const std::vector<const dp::WorkerCounters*>& counters)
     t.flows_expired += counter_read(c.flows_expired);
     t.flows_active += counter_read(c.flows_active);
     t.flows_established += counter_read(c.flows_established);
+    t.flows_closing += counter_read(c.flows_closing);
     t.stateless_packets += counter_read(c.stateless_packets);
     t.fast_path_packets += counter_read(c.fast_path_packets);
     t.arp_replies += counter_read(c.arp_replies);
@@ -159,6 +160,7 @@ nlohmann::json stats_json(const std::vector<const dp::Worker*>& workers,
   j["flows_expired"] = t.flows_expired;
   j["flows_active"] = t.flows_active;
   j["flows_established"] = t.flows_established;
+  j["flows_closing"] = t.flows_closing;
   j["stateless_packets"] = t.stateless_packets;
   j["fast_path_packets"] = t.fast_path_packets;
   j["flows_evicted"] = t.flows_evicted;

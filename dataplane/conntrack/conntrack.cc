@@ -103,7 +103,7 @@ bool FlowTable::init(uint32_t max_flows, int socket, const ConntrackTimeouts& t,
   sweep_started_ = false;
   embryo_mask_ = ne - 1;
   embryo_head_ = embryo_tail_ = 0;
-  active_ = established_ = 0;
+  active_ = established_ = closing_ = 0;
   return true;
 }
 
@@ -412,6 +412,7 @@ void FlowTable::remove(Flow* f) {
 
 void FlowTable::set_state(Flow* f, TcpState s) {
   established_ += (s == TcpState::kEstablished) - (f->state == TcpState::kEstablished);
+  closing_ += uint32_t(is_closing(s)) - uint32_t(is_closing(f->state));
   // A SYN reopening an assured flow makes it an eviction candidate again. (An unassured flow
   // is one since insert() filed it: the ring holds half as many entries as slots, so no flow
   // is filed twice.)
@@ -496,6 +497,14 @@ const char* FlowTable::audit(uint32_t now_ms) const {
     }
   }
   if (used != active_) return "active() is not the number of flows";
+  uint32_t est = 0, closing = 0;
+  for (uint32_t idx = 0; idx < n_slots_; ++idx) {
+    if (!heads(idx)) continue;
+    est += flows_[idx].state == TcpState::kEstablished;
+    closing += is_closing(flows_[idx].state);
+  }
+  if (est != established_) return "established() is not the number of ESTABLISHED flows";
+  if (closing != closing_) return "closing() is not the number of closing flows";
   uint32_t n = 0;
   for (uint32_t e = free_pair_head_; e != kEmpty; e = flows_[e].expire_ms) {
     if (e >= n_slots_ || (e & 1)) return "a free line link points outside the table";

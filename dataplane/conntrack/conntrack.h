@@ -336,6 +336,13 @@ class FlowTable {
 
   uint32_t active() const { return active_; }
   uint32_t established() const { return established_; }
+  // TCP flows closing: one side or both sent a FIN, the last ACK is still to come (FIN_WAIT,
+  // CLOSE_WAIT, LAST_ACK). A drain waits for them as for established ones: a half-closed
+  // connection may still carry data the other way.
+  uint32_t closing() const { return closing_; }
+  static bool is_closing(TcpState s) {
+    return s == TcpState::kFinWait || s == TcpState::kCloseWait || s == TcpState::kLastAck;
+  }
   // Slots: the number of IPv4 flows the table holds (an IPv6 flow takes two).
   uint32_t capacity() const { return n_slots_; }
   const FlowTableStats& stats() const { return stats_; }
@@ -485,6 +492,7 @@ class FlowTable {
   uint32_t n_buckets_ = 0;
   uint32_t active_ = 0;
   uint32_t established_ = 0;
+  uint32_t closing_ = 0;
   const AddrTable* addrs_ = nullptr;
   ConntrackTimeouts timeouts_;
   uint32_t unassured_ms_ = 0;  // an ESTABLISHED flow without a reply: min(syn, established)

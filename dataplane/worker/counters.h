@@ -30,6 +30,7 @@ struct MG_CACHE_ALIGNED WorkerCounters {
   uint64_t flows_expired = 0;
   uint64_t flows_active = 0;  // gauge
   uint64_t flows_established = 0;  // gauge: TCP flows in ESTABLISHED
+  uint64_t flows_closing = 0;      // gauge: TCP flows in FIN_WAIT, CLOSE_WAIT or LAST_ACK
   uint64_t stateless_packets = 0;  // forwarded without a flow entry: the table was full
   uint64_t fast_path_packets = 0;  // forwarded by the established-flow fast path (stage_fast)
   uint64_t flows_evicted = 0;      // not-yet-established flows reclaimed to make room

@@ -200,6 +200,8 @@ void Worker::sync_table_counters() {
               int64_t(c_.flows.active()) - int64_t(c_.counters.flows_active));
   counter_add(c_.counters.flows_established,
               int64_t(c_.flows.established()) - int64_t(c_.counters.flows_established));
+  counter_add(c_.counters.flows_closing,
+              int64_t(c_.flows.closing()) - int64_t(c_.counters.flows_closing));
   counter_add(c_.counters.flows_expired, ts.expired - c_.counters.flows_expired);
   counter_add(c_.counters.flows_evicted, ts.evicted - c_.counters.flows_evicted);
 }

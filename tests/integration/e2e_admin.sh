@@ -326,4 +326,49 @@ grep -q "event=drain_done reason=timeout elapsed_ms=1[5-9][0-9][0-9] established
   || fail "drain_done on timeout: $(grep drain_done "$TMP/gateway.log")"
 (( elapsed_ms >= 1400 && elapsed_ms < 10000 )) || fail "SIGTERM drain took ${elapsed_ms} ms, expected ~1500"
 kill "$HOLD_PID" 2>/dev/null || true
+
+note "drain with a half-closed connection: the response to a request sent with its FIN arrives whole"
+# The client's FIN takes the flow out of ESTABLISHED while 20 MB still flow toward it: the
+# drain must wait for the connection to close (FIN_WAIT, CLOSE_WAIT, LAST_ACK count).
+head -c 20000000 /dev/urandom >"$TMP/www/big.bin"
+gateway_config 20000
+start_gateway "$TMP/gw.toml"
+wait_for 10 bash -c "[[ \$(curl -s http://$A/ready) == ready ]]" || fail "third run not ready"
+ip netns exec "$CLI" python3 - "$TMP/held3" <<'PY' >"$TMP/held3.log" 2>&1 &
+import os, socket, sys, time
+base = sys.argv[1]
+s = socket.create_connection(("203.0.113.10", 80), timeout=60)
+open(base + ".connected", "w").close()
+while not os.path.exists(base + ".go"):
+    time.sleep(0.05)
+s.sendall(b"GET /big.bin HTTP/1.0\r\nHost: web\r\n\r\n")
+s.shutdown(socket.SHUT_WR)
+data = b""
+while True:
+    d = s.recv(65536)
+    if not d:
+        break
+    data += d
+open(base + ".reply", "wb").write(data)
+PY
+HOLD_PID=$!
+PIDS+=("$HOLD_PID")
+wait_for 10 test -e "$TMP/held3.connected" || fail "held3 did not connect"
+ctl drain | grep -q "^draining" || fail "meshgate-ctl drain (third run)"
+wait_for 5 grep -q "event=drain_start trigger=admin established=1" "$TMP/gateway.log" \
+  || fail "no drain_start (third run)"
+touch "$TMP/held3.go"
+rc=0; wait "$GW_PID" || rc=$?
+[[ $rc == 0 ]] || fail "gateway exited $rc after the third drain"
+rc=0; wait "$HOLD_PID" || rc=$?
+[[ $rc == 0 ]] || fail "the half-closed download failed: $(cat "$TMP/held3.log")"
+python3 - "$TMP/held3.reply" "$TMP/www/big.bin" <<'PY' || fail "the half-closed connection's response was cut"
+import sys
+reply, want = open(sys.argv[1], "rb").read(), open(sys.argv[2], "rb").read()
+head, _, body = reply.partition(b"\r\n\r\n")
+assert head.startswith(b"HTTP/1.0 200"), head[:40]
+assert body == want, f"{len(body)} of {len(want)} bytes"
+PY
+grep -q "event=drain_done reason=no_established_flows" "$TMP/gateway.log" \
+  || fail "drain_done: $(grep drain_done "$TMP/gateway.log")"
 echo "PASS"

@@ -680,6 +680,37 @@ TEST_F(FlowTableTest, tcp_states_follow_handshake_close_simultaneous_close_and_r
   EXPECT_EQ(table_.established(), 1u) << "only the mid-stream flow is established";
 }
 
+// A drain waits for established and closing connections: closing() counts FIN_WAIT,
+// CLOSE_WAIT and LAST_ACK, until the last ACK (TIME_WAIT), a reset or the flow's removal.
+TEST_F(FlowTableTest, closing_counts_connections_between_the_first_fin_and_the_last_ack) {
+  ASSERT_TRUE(init(64));
+  const auto O = FlowDir::kOriginal, R = FlowDir::kReply;
+  Flow* a = table_.insert(client(1), dnat(), 0);
+  Flow* b = table_.insert(client(2), dnat(), 0);
+  ASSERT_TRUE(a && b);
+  for (Flow* f : {a, b}) {
+    table_.touch(f, O, kTcpSyn, 0);
+    table_.touch(f, R, kTcpSyn | kTcpAck, 0);
+    table_.touch(f, O, kTcpAck, 0);
+  }
+  EXPECT_EQ(table_.established(), 2u);
+  EXPECT_EQ(table_.closing(), 0u);
+  table_.touch(a, R, kTcpFin | kTcpAck, 0);  // the backend is done; the client may still send
+  EXPECT_EQ(table_.established(), 1u);
+  EXPECT_EQ(table_.closing(), 1u);
+  table_.touch(b, O, kTcpFin | kTcpAck, 0);
+  EXPECT_EQ(table_.closing(), 2u);
+  table_.touch(a, O, kTcpFin | kTcpAck, 0);  // LAST_ACK: still closing
+  EXPECT_EQ(table_.closing(), 2u);
+  table_.touch(a, R, kTcpAck, 0);  // TIME_WAIT
+  EXPECT_EQ(a->state, TcpState::kTimeWait);
+  EXPECT_EQ(table_.closing(), 1u);
+  table_.remove(b);
+  EXPECT_EQ(table_.closing(), 0u);
+  EXPECT_EQ(table_.established(), 0u);
+  EXPECT_EQ(table_.audit(0), nullptr);
+}
+
 TEST_F(FlowTableTest, timeouts_follow_the_state) {
   ConntrackTimeouts to;
   to.tcp_syn_ms = 1000;

@@ -162,13 +162,15 @@ TEST(CtlStats, ShowsKeyCountersAndOnlyNonZeroDrops) {
   const json s = json::parse(R"({
     "snapshot_version": 1, "packets_in": 100, "bytes_in": 6400, "packets_out": 90,
     "bytes_out": 5760, "packets_generated": 1, "packets_consumed": 1, "packets_pending": 0,
-    "flows_active": 2, "flows_established": 1, "flows_created": 5, "flows_expired": 3,
+    "flows_active": 2, "flows_established": 1, "flows_closing": 1, "flows_created": 5,
+    "flows_expired": 3,
     "stateless_packets": 0, "drops_total": 10,
     "drops": {"eth_truncated": 0, "no_service": 7, "tx_full": 3},
     "workers": [{"index": 0, "packets_in": 100, "packets_out": 90, "loops": 5000,
                  "flows_active": 2, "cycles_per_packet": 151.25, "mpps": 0.5}]})");
   const std::string out = render_stats(s);
   EXPECT_NE(out.find("packets in           100\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("flows closing          1\n"), std::string::npos) << out;
   EXPECT_NE(out.find("  no_service           7\n"), std::string::npos) << out;
   EXPECT_NE(out.find("  tx_full              3\n"), std::string::npos) << out;
   EXPECT_EQ(out.find("eth_truncated"), std::string::npos) << out;
