@@ -71,19 +71,24 @@ TOML
 # hold_connection TAG: a TCP connection to the VIP from the client namespace that stays open
 # (established) until $TMP/TAG.go exists; it then sends a request over it, saves the answer in
 # $TMP/TAG.reply and closes.
+# hold_connection TAG [PATH [half-close]]: a connection to the VIP, open until $TMP/TAG.go
+# exists; then it requests PATH (default /hello.txt), with "half-close" shuts its sending side
+# down right after the request (its FIN), and writes the whole reply to $TMP/TAG.reply.
 hold_connection() {
-  local tag=$1
-  ip netns exec "$CLI" python3 - "$TMP/$tag" <<'PY' >"$TMP/$tag.log" 2>&1 &
+  local tag=$1 path=${2:-/hello.txt} half=${3:-}
+  ip netns exec "$CLI" python3 - "$TMP/$tag" "$path" "$half" <<'PY' >"$TMP/$tag.log" 2>&1 &
 import os, socket, sys, time
-base = sys.argv[1]
+base, path, half = sys.argv[1], sys.argv[2], sys.argv[3] == "half-close"
 s = socket.create_connection(("203.0.113.10", 80), timeout=60)
 open(base + ".connected", "w").close()
 while not os.path.exists(base + ".go"):
     time.sleep(0.05)
-s.sendall(b"GET /hello.txt HTTP/1.0\r\nHost: web\r\n\r\n")
+s.sendall(b"GET " + path.encode() + b" HTTP/1.0\r\nHost: web\r\n\r\n")
+if half:
+    s.shutdown(socket.SHUT_WR)
 data = b""
 while True:
-    d = s.recv(4096)
+    d = s.recv(65536)
     if not d:
         break
     data += d
@@ -334,26 +339,7 @@ head -c 20000000 /dev/urandom >"$TMP/www/big.bin"
 gateway_config 20000
 start_gateway "$TMP/gw.toml"
 wait_for 10 bash -c "[[ \$(curl -s http://$A/ready) == ready ]]" || fail "third run not ready"
-ip netns exec "$CLI" python3 - "$TMP/held3" <<'PY' >"$TMP/held3.log" 2>&1 &
-import os, socket, sys, time
-base = sys.argv[1]
-s = socket.create_connection(("203.0.113.10", 80), timeout=60)
-open(base + ".connected", "w").close()
-while not os.path.exists(base + ".go"):
-    time.sleep(0.05)
-s.sendall(b"GET /big.bin HTTP/1.0\r\nHost: web\r\n\r\n")
-s.shutdown(socket.SHUT_WR)
-data = b""
-while True:
-    d = s.recv(65536)
-    if not d:
-        break
-    data += d
-open(base + ".reply", "wb").write(data)
-PY
-HOLD_PID=$!
-PIDS+=("$HOLD_PID")
-wait_for 10 test -e "$TMP/held3.connected" || fail "held3 did not connect"
+hold_connection held3 /big.bin half-close
 ctl drain | grep -q "^draining" || fail "meshgate-ctl drain (third run)"
 wait_for 5 grep -q "event=drain_start trigger=admin established=1" "$TMP/gateway.log" \
   || fail "no drain_start (third run)"
