@@ -152,6 +152,10 @@ struct PortConfig {
   uint16_t rx_descriptors = kDefaultRxDescriptors;
   uint16_t tx_descriptors = kDefaultTxDescriptors;
   uint16_t mtu = kDefaultMtu;         // bytes of IP packet
+  // The port's kernel twin (a TAP interface of that name): traffic to the port's addresses
+  // that the gateway does not serve itself, and what the kernel sends out through the port.
+  // Empty: none.
+  std::string host_interface;
   SourcePos pos;
 };
 

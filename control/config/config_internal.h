@@ -80,7 +80,8 @@ inline constexpr std::string_view kRootKeys[] = {"gateway", "port",    "route", 
                                                  "mesh",    "hbone",   "control",   "admin"};
 inline constexpr std::string_view kGatewayKeys[] = {"workers", "locality", "drain_timeout_ms"};
 inline constexpr std::string_view kPortKeys[] = {
-    "name", "device", "addresses", "mac", "rx_descriptors", "tx_descriptors", "mtu"};
+    "name", "device", "addresses", "mac", "rx_descriptors", "tx_descriptors", "mtu",
+    "host_interface"};
 inline constexpr std::string_view kRouteKeys[] = {"prefix", "via", "port"};
 inline constexpr std::string_view kNeighborKeys[] = {"address", "mac", "port"};
 inline constexpr std::string_view kServiceKeys[] = {

@@ -4,6 +4,7 @@
 // gives one error, at the value that is wrong. Also the questions asked of a valid Config
 // (uses_proxy, uses_hbone, resolve_build_threads).
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -47,6 +48,22 @@ size_t control_char_at(std::string_view s) {
     if (c < 0x20 || c == 0x7f) return i;
   }
   return std::string_view::npos;
+}
+
+// Why `name` cannot be a kernel interface the gateway creates, or "". Linux takes up to 15
+// bytes (IFNAMSIZ - 1) without '/', ':' or white space; ',' and '=' would end the DPDK device
+// argument that carries it, so the set is the portable one.
+std::string interface_name_problem(std::string_view name) {
+  constexpr size_t kMaxLen = 15;
+  if (name.size() > kMaxLen) return std::to_string(name.size()) + " characters";
+  if (name == "." || name == "..") return "a directory name";
+  for (const char ch : name) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (!std::isalnum(c) && c != '-' && c != '_' && c != '.') {
+      return std::string("character '") + (c < 0x20 || c >= 0x7f ? '?' : ch) + "'";
+    }
+  }
+  return "";
 }
 
 // "host:port" with an IPv6 host in brackets. Returns the host (brackets removed) and port.
@@ -275,7 +292,8 @@ class Validator {
                 std::to_string(kMaxPorts) + " [[port]] tables; the dataplane's per-port arrays "
                 "hold that many)");
     }
-    std::map<std::string, std::string> names, devices;  // value -> key of the first use
+    // value -> key of the first use
+    std::map<std::string, std::string> names, devices, host_ifs;
     std::map<IpAddr, std::string> locals;
     for (size_t i = 0; i < c_.ports.size(); ++i) {
       const PortConfig& p = c_.ports[i];
@@ -311,6 +329,17 @@ class Validator {
         }
       }
       if (p.mac) check_mac(k + ".mac", *p.mac);
+      if (!p.host_interface.empty() && !bad(k + ".host_interface")) {
+        const std::string hk = k + ".host_interface";
+        if (const std::string why = interface_name_problem(p.host_interface); !why.empty()) {
+          error(hk, "expected a kernel interface name (1 to 15 letters, digits, '-', '_' or "
+                    "'.'), got " + quoted(p.host_interface) + ": " + why);
+        } else if (auto [it, fresh] = host_ifs.emplace(p.host_interface, hk); !fresh) {
+          error(hk, "interface " + quoted(p.host_interface) + " is already the host interface "
+                    "of " + it->second.substr(0, it->second.find('.')) + " (" +
+                    where(at(it->second)) + ")");
+        }
+      }
       check_range(k + ".rx_descriptors", p.rx_descriptors, kDescriptorsSpec);
       check_range(k + ".tx_descriptors", p.tx_descriptors, kDescriptorsSpec);
       const std::string mk = k + ".mtu";

@@ -125,4 +125,26 @@ void add_hbone_metrics(Admin& admin, const std::vector<const dp::Worker*>& views
   });
 }
 
+void add_host_metrics(Admin& admin, const HostInterfaces& host) {
+  admin.add_metrics_source([h = &host](PromWriter& w) {
+    constexpr auto kRelaxed = std::memory_order_relaxed;
+    w.family("meshgate_host_packets_total", MetricType::kCounter,
+             "packets between a port and its kernel twin (host interface)");
+    for (const auto& t : h->twins()) {
+      w.sample({{"port", t->port}, {"direction", "to_kernel"}}, t->counters.to_kernel.load(kRelaxed));
+      w.sample({{"port", t->port}, {"direction", "from_kernel"}},
+               t->counters.from_kernel.load(kRelaxed));
+    }
+    w.family("meshgate_host_drops_total", MetricType::kCounter,
+             "packets lost between a port and its kernel twin: tap_full (the kernel did not "
+             "take them), port_queue_full (the queue to the port was full); the workers' own "
+             "are meshgate_drops_total{reason=\"host_queue_full\"}");
+    for (const auto& t : h->twins()) {
+      w.sample({{"port", t->port}, {"reason", "tap_full"}}, t->counters.tap_full.load(kRelaxed));
+      w.sample({{"port", t->port}, {"reason", "port_queue_full"}},
+               t->counters.port_queue_full.load(kRelaxed));
+    }
+  });
+}
+
 }  // namespace meshgate::ctl

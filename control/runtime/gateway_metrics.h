@@ -8,6 +8,7 @@
 
 #include "control/admin/admin.h"
 #include "control/certs/cert_provider.h"
+#include "control/host/host_interface.h"
 #include "control/mesh/xds_provider.h"
 #include "dataplane/worker/worker.h"
 
@@ -23,5 +24,8 @@ void add_proxy_metrics(Admin& admin, const std::vector<const dp::Worker*>& views
 // meshgate_hbone_* (dataplane/hbone/hbone_counters.def: the engine; gateway_counters.def: the
 // terminator on the workers). `views` must outlive the Admin.
 void add_hbone_metrics(Admin& admin, const std::vector<const dp::Worker*>& views);
+// meshgate_host_packets_total{port,direction} and meshgate_host_drops_total{port,reason}: the
+// ports' kernel twins. `host` must outlive the Admin.
+void add_host_metrics(Admin& admin, const HostInterfaces& host);
 
 }  // namespace meshgate::ctl

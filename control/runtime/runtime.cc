@@ -31,6 +31,7 @@
 #include "control/certs/cert_provider.h"
 #include "control/certs/tls_context.h"
 #include "control/flowsteer/flowsteer.h"
+#include "control/host/host_interface.h"
 #include "control/mesh/authz.h"
 #include "control/mesh/mesh_runtime.h"
 #include "control/runtime/eal_cleanup.h"
@@ -250,6 +251,7 @@ class GatewayRun {
   std::vector<WorkerSlot> slots_;
   std::vector<const dp::Worker*> views_;
   std::unique_ptr<Admin> admin_;
+  std::unique_ptr<HostInterfaces> host_;
   std::unique_ptr<mesh::MeshRuntime> mesh_rt_;
   std::unique_ptr<CertProvider> cert_provider_;
   uint64_t version_ = 0;
@@ -313,6 +315,9 @@ void GatewayRun::plan_buffers() {
     mbufs_ += uint64_t(workers_) * (p.rx_descriptors + p.tx_descriptors);
   }
   mbufs_ += uint64_t(workers_) * (4 * dp::kBurst + dp::PendingQueue::kCapacity + kMbufCache) + 4096;
+  for (const auto& p : cfg_.ports) {
+    if (!p.host_interface.empty()) mbufs_ += HostInterfaces::kMbufsPerTwin;
+  }
   // HBONE runs on the proxy's TCP stack: with [hbone] certificates the stack runs too.
   hbone_ = uses_hbone(cfg_);
   proxy_ = uses_proxy(cfg_) || hbone_;
@@ -488,6 +493,12 @@ bool GatewayRun::start_ports() {
     return false;
   }
   ports_ = std::move(pr.value());
+  auto host = HostInterfaces::create(cfg_.ports, ports_, pool_);
+  if (!host) {
+    log(LogLevel::kError, "host_interface_failed", "error=\"%s\"", host.error().message.c_str());
+    return false;
+  }
+  host_ = std::move(host.value());
   return true;
 }
 
@@ -584,6 +595,7 @@ bool GatewayRun::start_workers() {
   if (!create_rings() || !init_workers()) return false;
   if (replay_) log(LogLevel::kInfo, "replay_start", "packets=%lu", (unsigned long)replay_packets_);
   for (auto& s : slots_) rte_eal_remote_launch(worker_main, s.worker, s.lcore);
+  if (host_) host_->start();
   log(LogLevel::kInfo, "workers_started", "workers=%u", workers_);
   return true;
 }
@@ -667,6 +679,7 @@ bool GatewayRun::init_workers() {
     wp.timestamp_flag = ts_bit >= 0 ? (1ull << ts_bit) : 0;
     wp.proxy = proxy_ ? &proxy_cfg_ : nullptr;
     wp.hbone = hbone_ ? &hbone_cfg_ : nullptr;
+    if (host_) host_->attach(wp);
     if (!s.to_control || !s.from_control || !s.worker || !s.worker->init(wp)) {
       log(LogLevel::kError, "worker_init_failed", "worker=%u error=\"out of DPDK memory\"", w);
       ok = false;
@@ -682,6 +695,7 @@ void GatewayRun::register_metrics() {
   if (mesh_rt_ && mesh_rt_->xds_counters()) add_xds_metrics(*admin_, *mesh_rt_->xds_counters());
   if (proxy_) add_proxy_metrics(*admin_, views_);
   if (hbone_) add_hbone_metrics(*admin_, views_);
+  if (host_ && !host_->empty()) add_host_metrics(*admin_, *host_);
   std::vector<dp::Worker*> running;
   for (auto& s : slots_) running.push_back(s.worker);
   admin_->start_serving(std::move(running), ports_);
@@ -832,6 +846,7 @@ void GatewayRun::teardown() {
   admin_.reset();  // before the workers: it may hold their flow-dump requests
   mesh_rt_.reset();
   for (auto& s : slots_) free_worker(s);
+  host_.reset();  // its TAPs before the pool their mbufs come from
   if (!steering_.empty()) teardown_flow_steering(ports_);
   for (auto& row : handoff_) {
     for (rte_ring* r : row) rte_ring_free(r);

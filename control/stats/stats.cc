@@ -107,6 +107,8 @@ StatsTotals sum_counters(const std::vector<const dp::WorkerCounters*>& counters)
     t.busy_cycles += counter_read(c.busy_cycles);
     t.handoff_in += counter_read(c.handoff_in);
     t.handoff_out += counter_read(c.handoff_out);
+    t.host_in += counter_read(c.host_in);
+    t.host_out += counter_read(c.host_out);
     t.flows_evicted += counter_read(c.flows_evicted);
     t.icmp_errors_translated += counter_read(c.icmp_errors_translated);
     t.icmp_errors_sent += counter_read(c.icmp_errors_sent);
@@ -151,6 +153,8 @@ nlohmann::json stats_json(const std::vector<const dp::Worker*>& workers,
   j["bytes_out"] = t.bytes_out;
   j["packets_generated"] = t.generated;
   j["packets_consumed"] = t.consumed;
+  j["packets_to_host"] = t.host_out;
+  j["packets_from_host"] = t.host_in;
   j["packets_pending"] = t.pending;
   j["drops_total"] = t.drops_total;
   nlohmann::json drops = nlohmann::json::object();
@@ -286,6 +290,10 @@ std::string summary_text(const std::vector<const dp::Worker*>& workers,
   add("  consumed          %12" PRIu64 "  (ARP replies / neighbor advertisements learned)\n", t.consumed);
   add("  answered          ARP %" PRIu64 ", NDP %" PRIu64 ", echo %" PRIu64 "\n", t.arp_replies,
       t.nd_adverts, t.echo_replies);
+  if (t.host_in || t.host_out) {
+    add("  host interfaces   %12" PRIu64 " to the kernel, %" PRIu64 " from it\n", t.host_out,
+        t.host_in);
+  }
   // The port's own view: frames it lost before meshgate saw them are not in the drops below.
   for (const PortCounters& p : ports) {
     add("  port %-12s in %" PRIu64 ", out %" PRIu64 ", missed %" PRIu64 ", rx errors %" PRIu64
@@ -342,8 +350,8 @@ std::string summary_text(const std::vector<const dp::Worker*>& workers,
         pt.sum.tcp[dp::tcp::kRetransSegs], pt.sum.tcp[dp::tcp::kSyncookiesSent],
         pt.sum.tcp[dp::tcp::kSyncookiesValidated]);
   }
-  add("  accounting        in + generated + handed in = out + consumed + drops + pending + "
-      "handed out: %s\n",
+  add("  accounting        in + generated + handed in + from host = out + consumed + drops + "
+      "pending + handed out + to host: %s\n",
       t.balanced() ? "ok" : "MISMATCH");
   return s;
 }

@@ -25,13 +25,15 @@ struct StatsTotals {
   uint64_t neighbors_learned = 0, pending = 0;
   uint64_t busy_cycles = 0, busy_loops = 0, loops = 0;
   uint64_t handoff_in = 0, handoff_out = 0, flows_evicted = 0;
+  uint64_t host_in = 0, host_out = 0;  // from / to the ports' kernel twins
   uint64_t icmp_errors_translated = 0, icmp_errors_sent = 0, icmp_rate_limited = 0;
   uint64_t fragments_followed = 0;
   // Every packet is accounted for: what came in, was made here or was handed over left, stayed,
-  // was handed on, or was dropped. Summed over workers handoffs cancel out once rings are empty.
+  // was handed on (to another worker or a kernel twin), or was dropped. Summed over workers
+  // handoffs cancel out once rings are empty.
   bool balanced() const {
-    return packets_in + generated + handoff_in ==
-           packets_out + consumed + drops_total + pending + handoff_out;
+    return packets_in + generated + handoff_in + host_in ==
+           packets_out + consumed + drops_total + pending + handoff_out + host_out;
   }
 };
 

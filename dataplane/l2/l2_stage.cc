@@ -1,5 +1,6 @@
 // The L2 stage and neighbor resolution: ARP and NDP answers for the gateway's addresses,
-// learning from requests and advertisements, solicitation of next hops (dataplane/l2/l2_stage.h).
+// learning from requests and advertisements, solicitation of next hops; a port's kernel twin
+// gets the answers too, and solicitations of its link-local address (dataplane/l2/l2_stage.h).
 #include "dataplane/l2/l2_stage.h"
 
 #include <rte_mbuf.h>
@@ -15,6 +16,17 @@ namespace {
 
 constexpr uint8_t kNdpHopLimit = 255;  // RFC 4861 §7.1: NDP must arrive with hop limit 255
 constexpr uint32_t kNdpMinLen = 24;    // NS / NA without options
+
+// A neighbor's answer the gateway learned from: the port's kernel twin learns from it too
+// (its own requests went out through the port), else it ends here.
+void consumed(const WorkerCtx& c, Burst& b, uint16_t in_port, uint16_t i) {
+  if (c.p.host_twin[in_port] && c.p.host_out) {
+    b.next[i] = kNextHost;
+    b.out[i] = in_port;
+  } else {
+    b.next[i] = kNextConsumed;
+  }
+}
 
 void handle_arp(WorkerCtx& c, Burst& b, uint16_t in_port, rte_mbuf* mb, uint16_t i) {
   const PacketMeta& m = b.meta[i];
@@ -32,7 +44,7 @@ void handle_arp(WorkerCtx& c, Burst& b, uint16_t in_port, rte_mbuf* mb, uint16_t
                          !m.arp_sha.is_multicast() && !m.arp_sha.is_zero();
   if (m.arp_op == kArpOpReply) {
     if (sender_ok) learn(c, m.arp_spa, m.arp_sha, in_port, true);
-    b.next[i] = kNextConsumed;
+    consumed(c, b, in_port, i);
     return;
   }
   const bool ours = c.snap->local_port(m.arp_tpa) == int32_t(in_port) ||
@@ -109,7 +121,7 @@ void handle_ndp(WorkerCtx& c, Burst& b, uint16_t in_port, rte_mbuf* mb, uint16_t
       std::memcpy(mac.b.data(), lla, 6);
       learn(c, target, mac, in_port, true);
     }
-    b.next[i] = kNextConsumed;
+    consumed(c, b, in_port, i);
     return;
   }
 
@@ -126,6 +138,13 @@ void handle_ndp(WorkerCtx& c, Burst& b, uint16_t in_port, rte_mbuf* mb, uint16_t
   const bool ours = c.snap->local_port(target) == int32_t(in_port) || c.snap->is_vip(target) ||
                     c.snap->is_fullnat_address(target);
   if (!ours) {
+    // A link-local target may be the kernel twin's own address (fe80::/10): it answers.
+    const bool link_local = target.b[0] == 0xfe && (target.b[1] & 0xc0) == 0x80;
+    if (link_local && c.p.host_twin[in_port] && c.p.host_out) {
+      b.next[i] = kNextHost;
+      b.out[i] = in_port;
+      return;
+    }
     b.next[i] = kNextDrop;
     b.drop[i] = Drop::kNdpIgnored;
     return;

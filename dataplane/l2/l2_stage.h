@@ -1,7 +1,9 @@
 // The L2 stage and neighbor resolution, per worker: ARP requests and neighbor solicitations for
 // the gateway's addresses (port addresses, VIPs, fullnat addresses) are answered in place;
 // replies, advertisements and requests teach the neighbor cache (RFC 826 merge, RFC 4861);
-// next hops are solicited at most once a second. Worker thread only.
+// next hops are solicited at most once a second. On a port with a kernel twin (host
+// interface), ARP replies and neighbor advertisements go on to the twin once learned, and
+// solicitations of a link-local target go to it. Worker thread only.
 #pragma once
 
 #include <cstdint>

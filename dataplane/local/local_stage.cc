@@ -1,5 +1,6 @@
 // Packets to the gateway itself that no service or application takes: echo requests are
-// answered, the rest dropped with their reason (dataplane/local/local_stage.h).
+// answered, a port address's packets go to the port's kernel twin when it has one, the rest
+// are dropped with their reason (dataplane/local/local_stage.h).
 #include "dataplane/local/local_stage.h"
 
 #include <rte_ip.h>
@@ -27,6 +28,18 @@ uint32_t mbuf_sum(const rte_mbuf* m, uint32_t off, uint32_t len) {
 
 }  // namespace
 
+bool to_host_twin(const WorkerCtx& c, Burst& b, uint16_t i) {
+  if (!c.p.host_out) return false;
+  const PacketMeta& m = b.meta[i];
+  const int32_t port = c.snap->local_port(m.dst);
+  if (port < 0 || !c.p.host_twin[port]) return false;
+  // The gateway answers echo requests itself; fragments go to the kernel, which reassembles.
+  if (!m.is_fragment() && is_echo_request(m)) return false;
+  b.next[i] = kNextHost;
+  b.out[i] = uint16_t(port);
+  return true;
+}
+
 void stage_local(WorkerCtx& c, Burst& b, rte_mbuf** pkts, uint16_t n) {
   if (!b.next_mask(n, kNextLocal, kNextLocal)) return;  // the common burst has none
   for (uint16_t i = 0; i < n; ++i) {
@@ -34,6 +47,7 @@ void stage_local(WorkerCtx& c, Burst& b, rte_mbuf** pkts, uint16_t n) {
     PacketMeta& m = b.meta[i];
     rte_mbuf* mb = pkts[i];
     b.next[i] = kNextDrop;
+    if (to_host_twin(c, b, i)) continue;
     if (m.is_fragment()) {
       b.drop[i] = Drop::kFragmentUnsupported;
       continue;

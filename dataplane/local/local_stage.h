@@ -1,6 +1,7 @@
 // Packets to the gateway's own addresses (port addresses, VIPs, fullnat addresses) that no
-// flow, service or application took: echo requests are answered in place, the rest dropped
-// with their reason. Worker thread only.
+// flow, service or application took: echo requests are answered in place; what is addressed
+// to a port address goes to that port's kernel twin when it has a host interface
+// (WorkerParams::host_out); the rest is dropped with its reason. Worker thread only.
 #pragma once
 
 #include <cstdint>
@@ -11,5 +12,9 @@ namespace meshgate::dp {
 
 // Packets whose next step is kNextLocal.
 void stage_local(WorkerCtx& c, Burst& b, rte_mbuf** pkts, uint16_t n);
+
+// Packet i is for the kernel twin of the port that owns its destination (any packet to a port
+// address but an echo request): sets next = kNextHost and out = that port, returns true.
+bool to_host_twin(const WorkerCtx& c, Burst& b, uint16_t i);
 
 }  // namespace meshgate::dp

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "dataplane/local/local_stage.h"
 #include "dataplane/nat/icmp_error.h"
 #include "dataplane/packet/wire.h"
 #include "dataplane/stack/stack_host.h"
@@ -100,6 +101,8 @@ void stage_icmp_error(WorkerCtx& c, Burst& b, rte_mbuf** pkts, uint16_t n) {
     } else if (c.stack && c.stack->icmp_error(rte_pktmbuf_mtod(pkts[i], const uint8_t*),
                                             pkts[i]->data_len, m)) {
       b.next[i] = kNextConsumed;  // about a segment of the proxy's TCP stack
+    } else if (to_host_twin(c, b, i)) {
+      // about a packet the kernel sent through a host interface
     } else if (is_local_like(*c.snap, m.dst) && !c.snap->is_vip(m.dst) &&
                !c.snap->is_fullnat_address(m.dst)) {
       b.next[i] = kNextDrop;

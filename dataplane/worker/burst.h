@@ -35,6 +35,7 @@ enum Next : uint8_t {
   kNextHandoff,   // to the worker in out[i]
   kNextConsumed,  // terminated here, nothing to send
   kNextStack,     // TCP segment for the TCP stack (which takes the mbuf)
+  kNextHost,      // to the kernel twin of port out[i] (its host interface)
 };
 
 // What the route stage does to a packet besides routing it.

@@ -58,6 +58,13 @@ struct WorkerParams {
   ConntrackTimeouts timeouts;
   rte_ring* neighbor_out = nullptr;  // learned neighbors -> control thread (may be null)
   rte_ring* neighbor_in = nullptr;   // neighbors learned elsewhere -> this worker (may be null)
+  // Host interfaces (control/host/host_interface.h): packets for a port's kernel twin go to
+  // `host_out` (shared by the workers; each mbuf's `port` field holds the port index), and
+  // worker 0 transmits what the kernel sent through port p's twin from `host_in[p]`. Null:
+  // the port has no twin.
+  rte_ring* host_out = nullptr;
+  bool host_twin[kMaxPorts] = {};
+  rte_ring* host_in[kMaxPorts] = {};
   rte_ring* handoff_to[kMaxWorkers] = {};    // to worker w (null for self)
   rte_ring* handoff_from[kMaxWorkers] = {};  // from worker w (null for self)
   const RssPredictor* rss[kMaxPorts] = {};   // per port index; null without RSS

@@ -36,6 +36,8 @@ struct MG_CACHE_ALIGNED WorkerCounters {
   uint64_t flows_evicted = 0;      // not-yet-established flows reclaimed to make room
   uint64_t handoff_in = 0;         // packets received from other workers' rings
   uint64_t handoff_out = 0;        // packets sent to the owning worker's ring
+  uint64_t host_out = 0;  // packets given to a port's kernel twin (host interface)
+  uint64_t host_in = 0;   // packets the kernel sent through a twin, transmitted on its port
   uint64_t icmp_errors_translated = 0;
   uint64_t icmp_errors_sent = 0;   // time exceeded, fragmentation needed / packet too big
   uint64_t icmp_rate_limited = 0;  // errors not sent: over the rate limit

@@ -157,6 +157,7 @@ uint32_t Worker::poll_once() {
     if (c_.hbone) c_.hbone->begin(c_.snap, c_.now_ns, draining_.load(std::memory_order_relaxed));
     for (const auto& port : c_.p.ports) total += rx_port(port.index);
     if (c_.p.n_workers > 1) drain_handoff();
+    if (c_.p.index == 0 && c_.p.host_out) drain_host();
     if (c_.pending->size()) service_pending(c_);
     if (c_.p.neighbor_in) drain_neighbor_ring(c_);
     if (dump_req_.load(std::memory_order_relaxed)) serve_flow_dump();
@@ -229,6 +230,17 @@ void Worker::drop_late_handoffs() {
       counter_add(c_.counters.handoff_in, n);
       for (unsigned i = 0; i < n; ++i) c_.drop(static_cast<rte_mbuf*>(objs[i]), Drop::kHandoffFull);
     }
+  }
+}
+
+void Worker::drain_host() {
+  for (const auto& port : c_.p.ports) {
+    rte_ring* r = c_.p.host_in[port.index];
+    if (!r) continue;
+    rte_mbuf* pkts[kBurst];
+    const unsigned n = rte_ring_dequeue_burst(r, reinterpret_cast<void**>(pkts), kBurst, nullptr);
+    counter_add(c_.counters.host_in, n);
+    for (unsigned i = 0; i < n; ++i) c_.tx(port.index, pkts[i]);
   }
 }
 
@@ -413,6 +425,15 @@ void Worker::stage_dispatch(rte_mbuf** pkts, uint16_t n) {
         break;
       case kNextStack:
         counter_add(c_.counters.consumed, 1);  // the stack took the mbuf in stage_stack()
+        break;
+      case kNextHost:
+        // Shared by the workers (multi-producer). Full: counted drop, never a wait.
+        pkts[i]->port = b_.out[i];
+        if (rte_ring_mp_enqueue(c_.p.host_out, pkts[i]) == 0) {
+          counter_add(c_.counters.host_out, 1);
+        } else {
+          c_.drop(pkts[i], Drop::kHostQueueFull);
+        }
         break;
       case kNextDrop:
         c_.drop(pkts[i], b_.drop[i]);

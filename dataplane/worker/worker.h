@@ -161,6 +161,8 @@ class Worker {
   void stage_stack(rte_mbuf** pkts, uint16_t n);
   void send_generated();
   void drain_handoff();
+  // Worker 0: transmits what the kernel sent through the ports' twins (WorkerParams::host_in).
+  void drain_host();
   void update_clock(rte_mbuf** pkts, uint16_t n);
   void serve_flow_dump();
   bool copy_flows(FlowDumpRequest* r, uint32_t budget) const;

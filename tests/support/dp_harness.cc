@@ -212,6 +212,18 @@ DataplaneHarness::DataplaneHarness(const std::string& config_toml, HarnessOption
       if (!handoff_[a][b]) throw std::runtime_error("cannot create handoff rings");
     }
   }
+  host_in_.assign(ports_.size(), nullptr);
+  if (opt_.host_ring_size) {
+    const std::string n = std::to_string(inst);
+    host_out_ = rte_ring_create(("hho_out" + n).c_str(), opt_.host_ring_size, 0, RING_F_SC_DEQ);
+    if (!host_out_) throw std::runtime_error("cannot create the host ring");
+    for (size_t i = 0; i < ports_.size(); ++i) {
+      if (cfg_.ports[i].host_interface.empty()) continue;
+      host_in_[i] = rte_ring_create(("hho_in" + n + "_" + std::to_string(i)).c_str(),
+                                    opt_.host_ring_size, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
+      if (!host_in_[i]) throw std::runtime_error("cannot create the host ring");
+    }
+  }
   proxy_ = ctl::uses_proxy(cfg_);
   if (proxy_) proxy_params_ = ctl::proxy_params(cfg_);
   for (uint16_t w = 0; w < nq; ++w) {
@@ -235,6 +247,11 @@ DataplaneHarness::DataplaneHarness(const std::string& config_toml, HarnessOption
       wp.handoff_from[o] = handoff_[o][w];
     }
     for (size_t pi = 0; pi < ports_.size(); ++pi) wp.rss[pi] = rss_.get();
+    wp.host_out = host_out_;
+    for (size_t pi = 0; pi < ports_.size(); ++pi) {
+      wp.host_twin[pi] = host_in_[pi] != nullptr;
+      if (w == 0) wp.host_in[pi] = host_in_[pi];
+    }
     wp.proxy = proxy_ ? &proxy_params_ : nullptr;
     wp.replay = true;
     wp.replay_packets = ~0ull;
@@ -250,6 +267,13 @@ DataplaneHarness::~DataplaneHarness() {
   for (auto& w : workers_) w->finish();
   finish_stopped();
   collect();
+  take_host();
+  for (rte_ring* r : host_in_) {
+    void* m;
+    while (r && rte_ring_dequeue(r, &m) == 0) rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+    rte_ring_free(r);
+  }
+  rte_ring_free(host_out_);
   workers_.clear();
   for (const auto& p : ports_) {
     rte_eth_dev_stop(p.port_id);
@@ -384,6 +408,32 @@ void DataplaneHarness::finish_stopped() {
   for (auto& w : workers_) w->drop_late_handoffs();
 }
 
+std::vector<std::pair<uint16_t, pkt::Bytes>> DataplaneHarness::take_host() {
+  std::vector<std::pair<uint16_t, pkt::Bytes>> out;
+  void* objs[64];
+  unsigned n;
+  while (host_out_ && (n = rte_ring_dequeue_burst(host_out_, objs, 64, nullptr)) > 0) {
+    for (unsigned i = 0; i < n; ++i) {
+      auto* m = static_cast<rte_mbuf*>(objs[i]);
+      pkt::Bytes b(m->pkt_len);
+      const void* src = rte_pktmbuf_read(m, 0, m->pkt_len, b.data());
+      if (src != b.data()) std::memcpy(b.data(), src, m->pkt_len);
+      out.emplace_back(m->port, std::move(b));
+      rte_pktmbuf_free(m);
+    }
+  }
+  return out;
+}
+
+void DataplaneHarness::from_host(uint16_t port, const std::vector<pkt::Bytes>& frames) {
+  for (const auto& f : frames) {
+    rte_mbuf* m = rte_pktmbuf_alloc(g_pool);
+    if (!m) throw std::runtime_error("test pool exhausted");
+    std::memcpy(rte_pktmbuf_append(m, uint16_t(f.size())), f.data(), f.size());
+    if (rte_ring_enqueue(host_in_.at(port), m) != 0) throw std::runtime_error("host ring full");
+  }
+}
+
 std::vector<pkt::Bytes> DataplaneHarness::collect() {
   std::vector<pkt::Bytes> all;
   for (size_t p = 0; p < tx_rings_.size(); ++p) {
@@ -427,8 +477,8 @@ uint64_t DataplaneHarness::drops_total() const {
 
 bool DataplaneHarness::balanced() const {
   const auto& c = counters();
-  return c.rx_packets + c.generated + c.handoff_in ==
-         c.tx_packets + c.consumed + drops_total() + c.pending_now + c.handoff_out;
+  return c.rx_packets + c.generated + c.handoff_in + c.host_in ==
+         c.tx_packets + c.consumed + drops_total() + c.pending_now + c.handoff_out + c.host_out;
 }
 
 dp::BackendCounters DataplaneHarness::backend(const std::string& service,

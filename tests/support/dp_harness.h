@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "control/config/config.h"
@@ -38,6 +39,9 @@ struct HarnessOptions {
   // Deliver 802.1Q-tagged frames as a NIC that strips the tag does: without it in the frame,
   // in mbuf->vlan_tci with RTE_MBUF_F_RX_VLAN_STRIPPED.
   bool strip_vlan = false;
+  // Host interfaces: ports whose config sets host_interface get a kernel twin whose rings
+  // (WorkerParams::host_out / host_in) hold this many packets, less one; 0: no twins.
+  uint32_t host_ring_size = 0;
 };
 
 class DataplaneHarness {
@@ -73,6 +77,12 @@ class DataplaneHarness {
   }
   // Moves the clock to `ts_ns` and runs one poll iteration with no input (timers).
   std::vector<pkt::Bytes> tick(uint64_t ts_ns);
+  // Host interfaces (HarnessOptions::host_ring_size): what the workers gave the ports' kernel
+  // twins, as (port index, frame), taken out of their ring.
+  std::vector<std::pair<uint16_t, pkt::Bytes>> take_host();
+  // Queues frames as the kernel sends them through port `port`'s twin; the next poll of
+  // worker 0 transmits them.
+  void from_host(uint16_t port, const std::vector<pkt::Bytes>& frames);
   // Output of the last call, per port.
   const std::vector<pkt::Bytes>& sent_on(uint16_t port) const { return last_by_port_[port]; }
 
@@ -110,6 +120,8 @@ class DataplaneHarness {
   std::vector<dp::PortRuntime> ports_;
   std::vector<std::vector<rte_ring*>> rx_rings_, tx_rings_;  // [port][queue]
   std::vector<std::vector<rte_ring*>> handoff_;               // [from][to]
+  rte_ring* host_out_ = nullptr;                              // workers -> kernel twins
+  std::vector<rte_ring*> host_in_;                            // [port]: twin -> worker 0
   std::unique_ptr<dp::RssPredictor> rss_;
   dp::SnapshotSlot slot_;
   std::vector<std::unique_ptr<dp::Worker>> workers_;

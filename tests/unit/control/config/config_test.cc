@@ -881,6 +881,31 @@ device = "net_null1"
 )",
      5, 8, "port[1].name", R"(duplicate port name "net0" (first defined at config.toml:2:8))",
      false},
+    {"host_interface_too_long", R"([[port]]
+name = "net0"
+device = "net_null0"
+host_interface = "a-very-long-interface"
+)",
+     4, 18, "port[0].host_interface",
+     R"(expected a kernel interface name (1 to 15 letters, digits, '-', '_' or '.'), got "a-very-long-interface": 21 characters)",
+     false},
+    {"host_interface_with_a_comma", R"([[port]]
+name = "net0"
+device = "net_null0"
+host_interface = "mg0,persist"
+)",
+     4, 18, "port[0].host_interface", "character ','", false},
+    {"host_interface_twice", R"([[port]]
+name = "net0"
+device = "net_null0"
+host_interface = "mg0"
+[[port]]
+name = "net1"
+device = "net_null1"
+host_interface = "mg0"
+)",
+     8, 18, "port[1].host_interface",
+     R"(interface "mg0" is already the host interface of port[0] (config.toml:4:18))", false},
 
     // -- services --
     {"duplicate_vip_port_protocol_names_both_services", R"([[service]]
