@@ -21,6 +21,8 @@ packages=(
   # HBONE interop peers: nghttpx (terminator for our originator), python h2 (client for our
   # terminator)
   nghttp2-proxy python3-h2
+  # [bgp]: the BGP daemon meshgate runs (and the router of the fleet test)
+  bird2
 )
 
 missing=()

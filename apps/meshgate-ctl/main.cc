@@ -1,5 +1,5 @@
 // meshgate-ctl: the admin API from a shell (README.md "Admin API and meshgate-ctl").
-//   meshgate-ctl [--admin HOST:PORT] services | flows [--limit N] | stats | config | drain
+//   meshgate-ctl [--admin HOST:PORT] services | flows [--limit N] | stats | config | bgp | drain
 // Exit codes: 0 ok, 1 admin API unreachable or HTTP error, 2 usage.
 #include <CLI/CLI.hpp>
 #include <httplib.h>
@@ -109,6 +109,7 @@ int main(int argc, char** argv) {
   CLI::App* stats = app.add_subcommand("stats", "key counters and non-zero drops");
   CLI::App* config = app.add_subcommand("config", "the running configuration (GET /config_dump)");
   CLI::App* drain = app.add_subcommand("drain", "refuse new flows and exit once flows closed");
+  CLI::App* bgp = app.add_subcommand("bgp", "BGP sessions and announced VIPs ([bgp])");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -143,6 +144,10 @@ int main(int argc, char** argv) {
       auto cfg = get_json(a, "/config_dump");
       if (!cfg) return kExitFailure;
       std::puts(cfg->dump(2).c_str());
+    } else if (*bgp) {
+      auto b = get_json(a, "/bgp");
+      if (!b) return kExitFailure;
+      std::fputs(render_bgp(*b).c_str(), stdout);
     } else if (*drain) {
       auto body = request(a, "POST", "/drain");
       if (!body) return kExitFailure;

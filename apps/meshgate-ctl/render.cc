@@ -229,4 +229,22 @@ std::string render_stats(const json& s) {
   return out;
 }
 
+std::string render_bgp(const json& b) {
+  const json& d = b.at("daemon");
+  std::string out = "daemon " + std::string(d.at("running").get<bool>() ? "running" : "not running") +
+                    " (pid " + num(d.at("pid")) + ", restarts " + num(d.at("restarts")) + ")\n";
+  Table s({"peer", "AS", "state", "uptime_s", "prefixes"}, {false, true, false, true, true});
+  for (const json& p : b.at("sessions")) {
+    s.row({p.at("peer").get<std::string>(), num(p.at("remote_as")), p.at("state").get<std::string>(),
+           num(p.at("uptime_s")), num(p.at("prefixes_announced"))});
+  }
+  out += s.str();
+  Table v({"vip", "announced"}, {false, false});
+  for (const json& x : b.at("vips")) {
+    v.row({x.at("vip").get<std::string>(), x.at("announced").get<bool>() ? "yes" : "no"});
+  }
+  out += v.str();
+  return out;
+}
+
 }  // namespace meshgate::ctl_tool

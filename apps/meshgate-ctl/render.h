@@ -34,4 +34,8 @@ std::string render_flows(const nlohmann::json& flows);
 // GET /stats: the key counters, non-zero drops, and one line per worker.
 std::string render_stats(const nlohmann::json& stats);
 
+// GET /bgp: the daemon's state, one line per session (peer, AS, state, uptime, prefixes
+// announced), one per VIP (announced or withdrawn).
+std::string render_bgp(const nlohmann::json& bgp);
+
 }  // namespace meshgate::ctl_tool

@@ -145,6 +145,9 @@ AdminReply Admin::answer(QueryKind kind) {
       return r;
     }
     case QueryKind::kFlows: break;  // served by flow jobs
+    case QueryKind::kBgp:
+      if (!bgp_source_) return text_reply(404, "BGP is not configured (no [bgp] table)");
+      return json_reply(bgp_source_());
   }
   return text_reply(500, "unknown query");
 }

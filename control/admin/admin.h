@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -59,6 +60,8 @@ class Admin {
   // control-side copy, so the dataplane structs carry only what workers need). Call after every
   // publish.
   void set_services(std::vector<ServiceSpec> specs) { services_ = std::move(specs); }
+  // GET /bgp's answer (the BGP speaker's status); without one /bgp answers 404.
+  void set_bgp_source(std::function<nlohmann::json()> fn) { bgp_source_ = std::move(fn); }
   // Other control modules' metric families (the mesh provider's meshgate_xds_*).
   void add_metrics_source(MetricsSource fn) { metrics_sources_.push_back(std::move(fn)); }
   // The launched workers, index = worker number, and the started ports (their counters are
@@ -107,6 +110,7 @@ class Admin {
   std::vector<dp::PortRuntime> ports_;
   std::vector<ServiceSpec> services_;
   std::vector<MetricsSource> metrics_sources_;
+  std::function<nlohmann::json()> bgp_source_;
   WorkerHealth health_;
   std::deque<FlowJob> flow_jobs_;
   // Dumps whose worker did not finish before the job was answered: kept until it does.

@@ -209,6 +209,7 @@ constexpr const char* kIndex =
     "  GET  /metrics       Prometheus text exposition\n"
     "  GET  /config_dump   services, endpoints, routes, neighbors as JSON\n"
     "  GET  /flows?limit=N flows of every worker as JSON (N 1..100000, default 100)\n"
+    "  GET  /bgp           BGP sessions and announced VIPs as JSON ([bgp])\n"
     "  POST /drain         refuse new flows, exit once established flows closed\n";
 
 }  // namespace
@@ -286,6 +287,7 @@ void AdminServer::routes() {
   s.Get("/stats", query(QueryKind::kStats));
   s.Get("/metrics", query(QueryKind::kMetrics));
   s.Get("/config_dump", query(QueryKind::kConfigDump));
+  s.Get("/bgp", query(QueryKind::kBgp));
   s.Get("/flows", [&b](const httplib::Request& req, httplib::Response& res) {
     uint32_t limit = kDefaultFlowsLimit;
     if (req.has_param("limit")) {

@@ -287,6 +287,34 @@ struct AdminConfig {
   SourcePos pos;
 };
 
+// [bgp]: the VIPs announced to the routers through an existing BGP daemon (BIRD 2) that meshgate
+// runs and supervises (control/bgp/bgp_speaker.h).
+inline constexpr uint32_t kDefaultBgpHoldTimeS = 9;
+inline constexpr uint32_t kDefaultWithdrawWaitMs = 2000;
+
+struct BgpPeerConfig {
+  IpAddr address;          // on-link of a port with a host_interface
+  uint32_t remote_as = 0;
+  std::string password;    // TCP MD5 (RFC 2385); empty: none
+  SourcePos pos;
+};
+
+struct BgpConfig {
+  bool enabled = false;  // the table is present
+  uint32_t local_as = 0;
+  std::optional<IpAddr> router_id;  // IPv4; default: the first IPv4 port address
+  uint32_t hold_time_s = kDefaultBgpHoldTimeS;
+  // A drain withdraws every VIP, waits this long (the routers move new flows away), then refuses
+  // new flows.
+  uint32_t withdraw_wait_ms = kDefaultWithdrawWaitMs;
+  std::string daemon = "/usr/sbin/bird";
+  // Where the daemon's generated config and control socket live (a directory of this process's
+  // own is made in it and removed at exit). Empty: $RUNTIME_DIRECTORY, else /run/meshgate.
+  std::string runtime_dir;
+  std::vector<BgpPeerConfig> peers;
+  SourcePos pos;
+};
+
 struct Config {
   std::string path;  // the file this came from
   // Where each key was written ("hbone.cert_chain" -> file:line:column), for errors found after
@@ -304,6 +332,7 @@ struct Config {
   HboneConfig hbone;
   ControlConfig control;
   AdminConfig admin;
+  BgpConfig bgp;
 };
 
 // Parses and validates. On failure returns every error found (syntax errors stop at the first).

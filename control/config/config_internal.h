@@ -34,6 +34,11 @@ inline constexpr IntSpec kWorkersSpec{1, kMaxWorkers};
 inline constexpr IntSpec kBuildThreadsSpec{0, kMaxBuildThreads, "0 (automatic) or 1..64 threads"};
 inline constexpr IntSpec kDrainTimeoutSpec{0, kMaxDrainTimeoutMs};
 inline constexpr IntSpec kL4PortSpec{1, 65535};
+// BGP: AS 0 is reserved (RFC 7607); four-octet AS numbers (RFC 6793). Hold time: RFC 4271 §4.2
+// allows 0 or at least 3 seconds; 0 (no keepalives) would never notice a dead gateway.
+inline constexpr IntSpec kAsSpec{1, 4294967295};
+inline constexpr IntSpec kHoldTimeSpec{3, 65535};
+inline constexpr IntSpec kWithdrawWaitSpec{0, 600000};
 // Requested certificate lifetime: renewal at half-life must leave time for retries.
 inline constexpr IntSpec kCertTtlSpec{60, 31536000};
 // Smaller rings cannot hold one burst per queue with headroom; larger ones only add latency and
@@ -77,8 +82,13 @@ using Keys = std::span<const std::string_view>;
 // by name, and a suggestion must be able to cross the two (`[[services]]` -> `service`).
 inline constexpr std::string_view kRootKeys[] = {"gateway", "port",    "route",     "neighbor",
                                                  "service", "fullnat", "proxy",     "conntrack",
-                                                 "mesh",    "hbone",   "control",   "admin"};
+                                                 "mesh",    "hbone",   "control",   "admin",
+                                                 "bgp"};
 inline constexpr std::string_view kGatewayKeys[] = {"workers", "locality", "drain_timeout_ms"};
+inline constexpr std::string_view kBgpKeys[] = {"local_as", "router_id", "hold_time_s",
+                                                "withdraw_wait_ms", "daemon", "runtime_dir",
+                                                "peer"};
+inline constexpr std::string_view kBgpPeerKeys[] = {"address", "remote_as", "password"};
 inline constexpr std::string_view kPortKeys[] = {
     "name", "device", "addresses", "mac", "rx_descriptors", "tx_descriptors", "mtu",
     "host_interface"};

@@ -224,6 +224,7 @@ class Parser {
   void parse_hbone(const toml::table& t, HboneConfig& h);
   void parse_control(const toml::table& t, ControlConfig& c);
   void parse_admin(const toml::table& t, AdminConfig& a);
+  void parse_bgp(const toml::table& t, BgpConfig& b);
 
   std::string file_;
   std::vector<ConfigError> errors_;
@@ -353,6 +354,7 @@ Config Parser::parse(const toml::table& root) {
   if (const auto* t = single_table(root, "hbone")) parse_hbone(*t, c.hbone);
   if (const auto* t = single_table(root, "control")) parse_control(*t, c.control);
   if (const auto* t = single_table(root, "admin")) parse_admin(*t, c.admin);
+  if (const auto* t = single_table(root, "bgp")) parse_bgp(*t, c.bgp);
   return c;
 }
 
@@ -528,6 +530,32 @@ void Parser::parse_admin(const toml::table& t, AdminConfig& a) {
   a.pos = pos(t.source());
   check_keys(t, p, kAdminKeys);
   read_string(t, p, "listen", a.listen);
+}
+
+void Parser::parse_bgp(const toml::table& t, BgpConfig& b) {
+  const std::string p = "bgp";
+  b.enabled = true;
+  b.pos = pos(t.source());
+  check_keys(t, p, kBgpKeys);
+  read_int(t, p, "local_as", kAsSpec, b.local_as, true);
+  if (t.get("router_id")) {
+    IpAddr id;
+    read_ip(t, p, "router_id", id, false);
+    b.router_id = id;
+  }
+  read_int(t, p, "hold_time_s", kHoldTimeSpec, b.hold_time_s);
+  read_int(t, p, "withdraw_wait_ms", kWithdrawWaitSpec, b.withdraw_wait_ms);
+  read_string(t, p, "daemon", b.daemon);
+  read_string(t, p, "runtime_dir", b.runtime_dir);
+  table_array(t, p, "peer", [&](const toml::table& pt, const std::string& pp) {
+    BgpPeerConfig peer;
+    peer.pos = pos(pt.source());
+    check_keys(pt, pp, kBgpPeerKeys);
+    read_ip(pt, pp, "address", peer.address, true);
+    read_int(pt, pp, "remote_as", kAsSpec, peer.remote_as, true);
+    read_string(pt, pp, "password", peer.password);
+    b.peers.push_back(std::move(peer));
+  });
 }
 
 }  // namespace

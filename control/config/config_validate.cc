@@ -117,6 +117,7 @@ class Validator {
     check_hbone();
     check_range("control.build_threads", c_.control.build_threads, kBuildThreadsSpec);
     check_admin();
+    check_bgp();
     return std::move(errors_);
   }
 
@@ -687,6 +688,79 @@ class Validator {
     }
   }
 
+  // A string that goes into the BGP daemon's generated config inside double quotes.
+  void check_quotable(const std::string& key, const std::string& v) {
+    if (bad(key)) return;
+    for (const char ch : v) {
+      const auto c = static_cast<unsigned char>(ch);
+      if (c < 0x20 || c == 0x7f || ch == '"' || ch == '\\') {
+        error(key, "expected printable text without '\"' or '\\', got " + quoted(v));
+        return;
+      }
+    }
+  }
+
+  // [bgp]: sessions are direct (the peers on-link of a port address), through the port's kernel
+  // twin, where the daemon runs.
+  void check_bgp() {
+    const BgpConfig& b = c_.bgp;
+    if (!b.enabled) return;
+    check_range("bgp.local_as", b.local_as, kAsSpec);
+    check_range("bgp.hold_time_s", b.hold_time_s, kHoldTimeSpec);
+    check_range("bgp.withdraw_wait_ms", b.withdraw_wait_ms, kWithdrawWaitSpec);
+    check_non_empty("bgp.daemon", b.daemon, "the path of the BGP daemon (BIRD 2)");
+    check_quotable("bgp.runtime_dir", b.runtime_dir);
+    if (b.router_id && !bad("bgp.router_id") && !b.router_id->is_v4()) {
+      error("bgp.router_id", "expected an IPv4 address (a BGP identifier is 32 bits), got " +
+                                 b.router_id->str());
+    }
+    if (!b.router_id) {
+      const bool any_v4 = std::any_of(c_.ports.begin(), c_.ports.end(), [](const PortConfig& p) {
+        return std::any_of(p.addresses.begin(), p.addresses.end(),
+                           [](const IpPrefix& a) { return a.addr.is_v4(); });
+      });
+      if (!any_v4) {
+        error("bgp", "no router_id and no IPv4 port address to take it from (set "
+                     "bgp.router_id = \"<IPv4 address>\")");
+      }
+    }
+    if (b.peers.empty() && !bad("bgp.peer")) {
+      error("bgp", "no [[bgp.peer]]: nothing to announce the VIPs to");
+    }
+    std::map<IpAddr, std::string> seen;
+    for (size_t i = 0; i < b.peers.size(); ++i) {
+      const BgpPeerConfig& peer = b.peers[i];
+      const std::string k = indexed("bgp.peer", i);
+      check_range(k + ".remote_as", peer.remote_as, kAsSpec);
+      check_quotable(k + ".password", peer.password);
+      const std::string ak = k + ".address";
+      if (bad(ak)) continue;
+      if (auto [it, fresh] = seen.emplace(peer.address, ak); !fresh) {
+        error(ak, "duplicate peer " + peer.address.str() + " (first at " + where(at(it->second)) +
+                      ")");
+        continue;
+      }
+      const PortConfig* on = nullptr;
+      bool own = false;
+      for (const auto& p : c_.ports) {
+        for (const auto& a : p.addresses) {
+          own |= a.addr == peer.address;
+          if (!on && a.addr.is_v4() == peer.address.is_v4() && a.contains(peer.address)) on = &p;
+        }
+      }
+      if (own) {
+        error(ak, peer.address.str() + " is one of the gateway's own addresses");
+      } else if (!on) {
+        error(ak, "peer " + peer.address.str() + " is not on-link of any port address (BGP "
+                  "sessions are direct: the peer must be in a port's prefix)");
+      } else if (on->host_interface.empty()) {
+        error(ak, "peer " + peer.address.str() + " is reached through port " + quoted(on->name) +
+                      ", which has no host_interface (the BGP daemon talks to its peers through "
+                      "the port's kernel twin)");
+      }
+    }
+  }
+
   const Config& c_;
   const Positions& positions_;
   const KeySet& failed_;
@@ -717,6 +791,8 @@ Positions struct_positions(const Config& c) {
   add("hbone", c.hbone.pos);
   add("control", c.control.pos);
   add("admin", c.admin.pos);
+  add("bgp", c.bgp.pos);
+  for (size_t i = 0; i < c.bgp.peers.size(); ++i) add(indexed("bgp.peer", i), c.bgp.peers[i].pos);
   return p;
 }
 

@@ -147,4 +147,19 @@ void add_host_metrics(Admin& admin, const HostInterfaces& host) {
   });
 }
 
+void add_bgp_metrics(Admin& admin, const BgpSpeaker& bgp) {
+  admin.add_metrics_source([b = &bgp](PromWriter& w) {
+    const BgpStatus st = b->status();
+    w.family("meshgate_bgp_session_up", MetricType::kGauge,
+             "1 while the BGP session with the peer is Established");
+    for (const auto& s : st.sessions) w.sample({{"peer", s.peer.str()}}, s.up ? 1 : 0);
+    w.family("meshgate_bgp_announced", MetricType::kGauge,
+             "1 while the VIP is announced to the BGP peers, 0 while it is withdrawn");
+    for (const auto& v : st.vips) {
+      const bool on = std::binary_search(st.announced.begin(), st.announced.end(), v);
+      w.sample({{"vip", v.str()}}, on ? 1 : 0);
+    }
+  });
+}
+
 }  // namespace meshgate::ctl

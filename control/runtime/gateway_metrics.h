@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "control/admin/admin.h"
+#include "control/bgp/bgp_speaker.h"
 #include "control/certs/cert_provider.h"
 #include "control/host/host_interface.h"
 #include "control/mesh/xds_provider.h"
@@ -27,5 +28,8 @@ void add_hbone_metrics(Admin& admin, const std::vector<const dp::Worker*>& views
 // meshgate_host_packets_total{port,direction} and meshgate_host_drops_total{port,reason}: the
 // ports' kernel twins. `host` must outlive the Admin.
 void add_host_metrics(Admin& admin, const HostInterfaces& host);
+// meshgate_bgp_session_up{peer} and meshgate_bgp_announced{vip} (1 while announced, 0 while
+// withdrawn). `bgp` must outlive the Admin.
+void add_bgp_metrics(Admin& admin, const BgpSpeaker& bgp);
 
 }  // namespace meshgate::ctl

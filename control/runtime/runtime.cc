@@ -30,6 +30,7 @@
 #include "control/certs/cert_info.h"
 #include "control/certs/cert_provider.h"
 #include "control/certs/tls_context.h"
+#include "control/bgp/bgp_speaker.h"
 #include "control/flowsteer/flowsteer.h"
 #include "control/host/host_interface.h"
 #include "control/mesh/authz.h"
@@ -172,7 +173,9 @@ dp::ProxyParams proxy_params(const Config& cfg) {
 
 namespace {
 
-enum class Phase { kRunning, kDraining, kStopping };
+// kWithdrawing: a drain with [bgp] first withdraws the VIPs and waits withdraw_wait_ms, still
+// taking new flows, before it refuses them (kDraining).
+enum class Phase { kRunning, kWithdrawing, kDraining, kStopping };
 
 // One gateway run. run_gateway calls the steps in order; each logs its own failure, and
 // teardown() frees whatever the steps got, in reverse order, whichever step failed.
@@ -201,6 +204,8 @@ class GatewayRun {
   bool start_workers();
   // The optional parts' /metrics families; then the admin API answers every query.
   void register_metrics();
+  // The workers run the first snapshot: the VIPs are announced from now on ([bgp]).
+  void become_ready();
   // Until every worker stopped: signals, drain, admin ticks, neighbor fan-out, providers,
   // snapshot reclamation, replay progress.
   void control_loop();
@@ -221,6 +226,9 @@ class GatewayRun {
   void poll_certificate();
   void act_on_signals(std::chrono::steady_clock::time_point now);
   void check_drain(std::chrono::steady_clock::time_point now);
+  void start_draining(std::chrono::steady_clock::time_point now);
+  // Tells the BGP speaker what to announce: the usable VIPs while ready and not draining.
+  void update_announcements();
   void stop_workers();
   bool workers_done() const;
   void fan_out_neighbors();
@@ -252,6 +260,9 @@ class GatewayRun {
   std::vector<const dp::Worker*> views_;
   std::unique_ptr<Admin> admin_;
   std::unique_ptr<HostInterfaces> host_;
+  std::unique_ptr<BgpSpeaker> bgp_;
+  bool ready_ = false;  // the workers run the first snapshot: VIPs may be announced
+  std::vector<IpAddr> vips_, usable_vips_;  // every VIP; those with a backend to take flows
   std::unique_ptr<mesh::MeshRuntime> mesh_rt_;
   std::unique_ptr<CertProvider> cert_provider_;
   uint64_t version_ = 0;
@@ -259,7 +270,8 @@ class GatewayRun {
   std::vector<mesh::Policy> mesh_policies_;  // what reg_->policies was compiled from
 
   Phase phase_ = Phase::kRunning;
-  std::chrono::steady_clock::time_point drain_start_, drain_deadline_;
+  std::chrono::steady_clock::time_point drain_start_, drain_deadline_, withdraw_deadline_;
+  const char* drain_trigger_ = "";
   bool progress_ = false;
   std::chrono::steady_clock::time_point last_progress_;
   uint64_t last_rx_ = 0;
@@ -499,6 +511,19 @@ bool GatewayRun::start_ports() {
     return false;
   }
   host_ = std::move(host.value());
+  if (!cfg_.bgp.enabled || replay_) return true;
+  // The daemon starts with the ports' twins, announcing nothing until the gateway is ready.
+  auto plan = bgp_plan(cfg_);
+  if (!plan) {
+    log(LogLevel::kError, "bgp_failed", "error=\"%s\"", plan.error().message.c_str());
+    return false;
+  }
+  bgp_ = std::make_unique<BgpSpeaker>(std::move(plan.value()), cfg_.bgp.daemon,
+                                      cfg_.bgp.runtime_dir);
+  if (std::string e = bgp_->start(); !e.empty()) {
+    log(LogLevel::kError, "bgp_failed", "error=\"%s\"", e.c_str());
+    return false;
+  }
   return true;
 }
 
@@ -547,6 +572,15 @@ bool GatewayRun::publish_services(std::vector<ServiceSpec> services, const char*
       (unsigned long)version_, why, (*snap)->services.size(), (*snap)->backends.size(), build_ms,
       reg_->last_build.tables_built, reg_->last_build.tables_reused);
   if (cert_provider_) last_services_ = services;  // a new certificate republishes them
+  vips_.clear();
+  usable_vips_.clear();
+  for (const ServiceSpec& s : services) {
+    vips_.push_back(s.vip);
+    const bool usable = std::any_of(s.endpoints.begin(), s.endpoints.end(),
+                                    [](const EndpointSpec& e) { return e.weight > 0 && e.healthy; });
+    if (usable) usable_vips_.push_back(s.vip);
+  }
+  update_announcements();
   if (admin_) admin_->set_services(std::move(services));
   return true;
 }
@@ -696,10 +730,29 @@ void GatewayRun::register_metrics() {
   if (proxy_) add_proxy_metrics(*admin_, views_);
   if (hbone_) add_hbone_metrics(*admin_, views_);
   if (host_ && !host_->empty()) add_host_metrics(*admin_, *host_);
+  if (bgp_) {
+    add_bgp_metrics(*admin_, *bgp_);
+    admin_->set_bgp_source([b = bgp_.get()] {
+      return bgp_status_json(b->status(), std::chrono::duration_cast<std::chrono::seconds>(
+                                              std::chrono::system_clock::now().time_since_epoch())
+                                              .count());
+    });
+  }
   std::vector<dp::Worker*> running;
   for (auto& s : slots_) running.push_back(s.worker);
   admin_->start_serving(std::move(running), ports_);
   admin_->bridge().mark_snapshot_live();
+}
+
+void GatewayRun::become_ready() {
+  ready_ = true;
+  update_announcements();
+}
+
+void GatewayRun::update_announcements() {
+  if (!bgp_) return;
+  const bool announce = ready_ && phase_ == Phase::kRunning;
+  bgp_->announce(announce ? usable_vips_ : std::vector<IpAddr>{}, vips_);
 }
 
 // Drain (SIGTERM, POST /drain; live only): workers refuse new flows and keep existing ones
@@ -714,6 +767,7 @@ void GatewayRun::control_loop() {
     act_on_signals(now);
     if (phase_ == Phase::kDraining) check_drain(now);
     if (admin_) admin_->tick(now);
+    if (bgp_) bgp_->tick(now);
     if (workers_done()) break;
     fan_out_neighbors();
     if (mesh_rt_ && phase_ != Phase::kStopping) poll_mesh();
@@ -736,18 +790,33 @@ void GatewayRun::act_on_signals(std::chrono::steady_clock::time_point now) {
   }
   if (phase_ == Phase::kRunning && !replay_ &&
       (g_sigterm || (admin_ && admin_->bridge().take_drain_request()))) {
-    const StatsTotals t = sum_counters(views_);
-    log(LogLevel::kInfo, "drain_start",
-        "trigger=%s established=%lu closing=%lu active=%lu timeout_ms=%u",
-        g_sigterm ? "sigterm" : "admin", (unsigned long)t.flows_established,
-        (unsigned long)t.flows_closing, (unsigned long)t.flows_active,
-        cfg_.gateway.drain_timeout_ms);
-    for (auto& s : slots_) s.worker->set_draining(true);
+    drain_trigger_ = g_sigterm ? "sigterm" : "admin";
     if (admin_) admin_->bridge().mark_draining();
-    phase_ = Phase::kDraining;
-    drain_start_ = now;
-    drain_deadline_ = now + std::chrono::milliseconds(cfg_.gateway.drain_timeout_ms);
+    if (bgp_) {
+      // The routers first move new flows to the other gateways; this one still takes what
+      // arrives meanwhile.
+      phase_ = Phase::kWithdrawing;
+      update_announcements();
+      withdraw_deadline_ = now + std::chrono::milliseconds(cfg_.bgp.withdraw_wait_ms);
+      log(LogLevel::kInfo, "drain_withdraw", "trigger=%s vips=%zu wait_ms=%u", drain_trigger_,
+          usable_vips_.size(), cfg_.bgp.withdraw_wait_ms);
+    } else {
+      start_draining(now);
+    }
   }
+  if (phase_ == Phase::kWithdrawing && now >= withdraw_deadline_) start_draining(now);
+}
+
+void GatewayRun::start_draining(std::chrono::steady_clock::time_point now) {
+  const StatsTotals t = sum_counters(views_);
+  log(LogLevel::kInfo, "drain_start",
+      "trigger=%s established=%lu closing=%lu active=%lu timeout_ms=%u", drain_trigger_,
+      (unsigned long)t.flows_established, (unsigned long)t.flows_closing,
+      (unsigned long)t.flows_active, cfg_.gateway.drain_timeout_ms);
+  for (auto& s : slots_) s.worker->set_draining(true);
+  phase_ = Phase::kDraining;
+  drain_start_ = now;
+  drain_deadline_ = now + std::chrono::milliseconds(cfg_.gateway.drain_timeout_ms);
 }
 
 void GatewayRun::check_drain(std::chrono::steady_clock::time_point now) {
@@ -813,6 +882,8 @@ int GatewayRun::finish() {
   for (auto& s : slots_) {
     if (s.worker) s.worker->drop_late_handoffs();
   }
+  // The daemon closes its sessions (Cease): the routers withdraw this gateway's routes at once.
+  if (bgp_) bgp_->stop();
   if (mesh_rt_) mesh_rt_->stop();
   if (cert_provider_) cert_provider_->stop();
   if (admin_) admin_->stop();
@@ -846,6 +917,7 @@ void GatewayRun::teardown() {
   admin_.reset();  // before the workers: it may hold their flow-dump requests
   mesh_rt_.reset();
   for (auto& s : slots_) free_worker(s);
+  bgp_.reset();   // the daemon before the twins it talks through
   host_.reset();  // its TAPs before the pool their mbufs come from
   if (!steering_.empty()) teardown_flow_steering(ports_);
   for (auto& row : handoff_) {
@@ -878,6 +950,7 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
     if (g.start_ports() && g.init_publisher() && g.start_mesh() && g.publish_first_snapshot() &&
         g.start_workers()) {
       g.register_metrics();
+      g.become_ready();
       g.control_loop();
       rc = g.finish();
     }

@@ -895,6 +895,90 @@ device = "net_null0"
 host_interface = "mg0,persist"
 )",
      4, 18, "port[0].host_interface", "character ','", false},
+    {"bgp_without_a_host_interface", R"([[port]]
+name = "lan"
+device = "net_null0"
+addresses = ["192.0.2.1/24"]
+[bgp]
+local_as = 65001
+  [[bgp.peer]]
+  address = "192.0.2.254"
+  remote_as = 65000
+)",
+     8, 13, "bgp.peer[0].address",
+     R"(peer 192.0.2.254 is reached through port "lan", which has no host_interface)", false},
+    {"bgp_peer_not_on_link", R"([[port]]
+name = "lan"
+device = "net_null0"
+addresses = ["192.0.2.1/24"]
+host_interface = "mgh"
+[bgp]
+local_as = 65001
+  [[bgp.peer]]
+  address = "198.51.100.254"
+  remote_as = 65000
+)",
+     9, 13, "bgp.peer[0].address", "peer 198.51.100.254 is not on-link of any port address",
+     false},
+    {"bgp_bad_as", R"([[port]]
+name = "lan"
+device = "net_null0"
+addresses = ["192.0.2.1/24"]
+host_interface = "mgh"
+[bgp]
+local_as = 0
+  [[bgp.peer]]
+  address = "192.0.2.254"
+  remote_as = 65000
+)",
+     7, 12, "bgp.local_as", "expected an integer 1..4294967295, got 0", false},
+    {"bgp_as_too_large", R"([[port]]
+name = "lan"
+device = "net_null0"
+addresses = ["192.0.2.1/24"]
+host_interface = "mgh"
+[bgp]
+local_as = 65001
+  [[bgp.peer]]
+  address = "192.0.2.254"
+  remote_as = 4294967296
+)",
+     10, 15, "bgp.peer[0].remote_as", "expected an integer 1..4294967295", false},
+    {"bgp_hold_time_below_3", R"([[port]]
+name = "lan"
+device = "net_null0"
+addresses = ["192.0.2.1/24"]
+host_interface = "mgh"
+[bgp]
+local_as = 65001
+hold_time_s = 1
+  [[bgp.peer]]
+  address = "192.0.2.254"
+  remote_as = 65000
+)",
+     8, 15, "bgp.hold_time_s", "expected an integer 3..65535, got 1", false},
+    {"bgp_without_peers", R"([[port]]
+name = "lan"
+device = "net_null0"
+addresses = ["192.0.2.1/24"]
+host_interface = "mgh"
+[bgp]
+local_as = 65001
+)",
+     6, 1, "bgp", "no [[bgp.peer]]", false},
+    {"bgp_password_with_a_quote", R"([[port]]
+name = "lan"
+device = "net_null0"
+addresses = ["192.0.2.1/24"]
+host_interface = "mgh"
+[bgp]
+local_as = 65001
+  [[bgp.peer]]
+  address = "192.0.2.254"
+  remote_as = 65000
+  password = "a\"b"
+)",
+     11, 14, "bgp.peer[0].password", "expected printable text without", false},
     {"host_interface_twice", R"([[port]]
 name = "net0"
 device = "net_null0"
