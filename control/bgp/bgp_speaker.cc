@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -72,6 +73,7 @@ std::string BgpSpeaker::start() {
   if (mkdir(base_dir_.c_str(), 0755) != 0 && errno != EEXIST) {
     return "cannot create runtime directory " + base_dir_ + ": " + std::strerror(errno);
   }
+  remove_stale_dirs();
   dir_ = base_dir_ + "/bgp." + std::to_string(getpid());
   if (mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST) {
     const std::string e = "cannot create " + dir_ + ": " + std::strerror(errno);
@@ -86,6 +88,18 @@ std::string BgpSpeaker::start() {
   if (std::string e = write_config(); !e.empty()) return e;
   if (!spawn()) return "cannot start " + daemon_ + ": " + std::strerror(errno);
   return "";
+}
+
+void BgpSpeaker::remove_stale_dirs() const {
+  // A gateway that was killed left its directory; its daemon died with it (PR_SET_PDEATHSIG).
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(base_dir_, ec)) {
+    const std::string name = e.path().filename();
+    if (name.rfind("bgp.", 0) != 0) continue;
+    const long pid = std::strtol(name.c_str() + 4, nullptr, 10);
+    if (pid <= 0 || kill(pid_t(pid), 0) == 0 || errno != ESRCH) continue;
+    std::filesystem::remove_all(e.path(), ec);
+  }
 }
 
 std::string BgpSpeaker::write_config() {

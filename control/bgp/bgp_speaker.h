@@ -72,6 +72,8 @@ class BgpSpeaker {
   const std::string& dir() const { return dir_; }
 
  private:
+  // Removes the directories of gateways that no longer run (bgp.<pid> of a dead pid).
+  void remove_stale_dirs() const;
   std::string write_config();
   bool spawn();
   bool reload();

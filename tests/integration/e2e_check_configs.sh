@@ -90,4 +90,24 @@ out=$("$MG_BIN" --config "$TMP/good-mesh.toml" --check 2>&1) || fail "good mesh 
 rc=0; "$MG_BIN" --check >/dev/null 2>&1 || rc=$?; [[ $rc -eq 2 ]] || fail "missing --config: exit $rc"
 rc=0; "$MG_BIN" --config "$SRC/config/demo.toml" --pcap-in /nonexistent.pcap >/dev/null 2>&1 || rc=$?
 [[ $rc -eq 2 ]] || fail "unreadable --pcap-in: exit $rc"
+check bgp_without_host_interface "bgp_without_host_interface.toml:8:13: bgp.peer\[0\].address: peer 198.51.100.254 is reached through port \"net0\", which has no host_interface" "$base
+[bgp]
+local_as = 65001
+  [[bgp.peer]]
+  address = \"198.51.100.254\"
+  remote_as = 65000"
+check bgp_peer_not_on_link "bgp_peer_not_on_link.toml:[0-9]+:[0-9]+: bgp.peer\[0\].address: peer 192.0.2.9 is not on-link" "$base
+host_interface = \"mgh\"
+[bgp]
+local_as = 65001
+  [[bgp.peer]]
+  address = \"192.0.2.9\"
+  remote_as = 65000"
+check bgp_bad_as "bgp_bad_as.toml:[0-9]+:[0-9]+: bgp.local_as: expected an integer 1..4294967295, got 0" "$base
+host_interface = \"mgh\"
+[bgp]
+local_as = 0
+  [[bgp.peer]]
+  address = \"198.51.100.254\"
+  remote_as = 65000"
 echo "PASS"
