@@ -35,10 +35,12 @@ plug() {
 }
 
 ns_add "$RT"
-ip netns exec "$RT" sysctl -qw net.ipv4.ip_forward=1 net.ipv4.fib_multipath_hash_policy=1
+ip netns exec "$RT" sysctl -qw net.ipv4.ip_forward=1 net.ipv4.fib_multipath_hash_policy=1 \
+  net.ipv6.conf.all.forwarding=1 net.ipv6.fib_multipath_hash_policy=1
 ip netns exec "$RT" ip link add br0 type bridge
 ip netns exec "$RT" ip link set br0 up
 ip netns exec "$RT" ip addr add 192.0.2.254/24 dev br0
+ip netns exec "$RT" ip -6 addr add 2001:db8:2::fe/64 dev br0 nodad
 # The client's segment.
 ns_add "$CLI"
 ip link add eth0 netns "$CLI" type veth peer name cli netns "$RT"
@@ -47,6 +49,9 @@ ip netns exec "$RT" ip addr add 198.51.100.254/24 dev cli
 ip netns exec "$CLI" ip link set eth0 up
 ip netns exec "$CLI" ip addr add 198.51.100.2/24 dev eth0
 ip netns exec "$CLI" ip route add default via 198.51.100.254
+ip netns exec "$RT" ip -6 addr add 2001:db8:3::fe/64 dev cli nodad
+ip netns exec "$CLI" ip -6 addr add 2001:db8:3::2/64 dev eth0 nodad
+ip netns exec "$CLI" ip -6 route add default via 2001:db8:3::fe
 offloads_off cli "$RT"; offloads_off eth0 "$CLI"
 
 # Backends: the VIP on lo, IPIP decapsulated into a TUN, an HTTP server on port 80.
@@ -58,12 +63,15 @@ for i in 1 2 3; do
   plug "$B" eth0 "192.0.2.1$i/24" "be$i"
   ip netns exec "$B" ip route add default via 192.0.2.254
   ip netns exec "$B" ip addr add 203.0.113.10/32 dev lo
+  ip netns exec "$B" ip -6 addr add "2001:db8:2::1$i/64" dev eth0 nodad
+  ip netns exec "$B" ip -6 route add default via 2001:db8:2::fe
+  ip netns exec "$B" ip -6 addr add 2001:db8:100::10/128 dev lo
   mkdir -p "$TMP/www$i"
   echo "backend $i" >"$TMP/www$i/id.txt"
   ln -s "$TMP/big.bin" "$TMP/www$i/big.bin"
   ip netns exec "$B" python3 "$FLEET_DIR/dsr_decap.py" --tun dsr0 >"$TMP/decap$i.log" 2>&1 &
   PIDS+=($!)
-  ip netns exec "$B" python3 -m http.server 80 --bind 0.0.0.0 --directory "$TMP/www$i" \
+  ip netns exec "$B" python3 -m http.server 80 --bind :: --directory "$TMP/www$i" \
     >"$TMP/http$i.log" 2>&1 &
   PIDS+=($!)
 done
@@ -76,6 +84,7 @@ cat >"$TMP/router.conf" <<CONF
 router id 192.0.2.254;
 protocol device { }
 protocol kernel { ipv4 { import none; export all; }; merge paths on; }
+protocol kernel { ipv6 { import none; export all; }; merge paths on; }
 template bgp gateways {
   local 192.0.2.254 as 65000;
   direct;
@@ -85,8 +94,19 @@ template bgp gateways {
   error wait time 1, 5;
   ipv4 { import all; export none; };
 }
+template bgp gateways6 {
+  local 2001:db8:2::fe as 65000;
+  direct;
+  hold time 3;
+  keepalive time 1;
+  connect retry time 1;
+  error wait time 1, 5;
+  ipv6 { import all; export none; };
+}
 protocol bgp gw1 from gateways { neighbor 192.0.2.1 as 65001; }
 protocol bgp gw2 from gateways { neighbor 192.0.2.2 as 65001; }
+protocol bgp gw1v6 from gateways6 { neighbor 2001:db8:2::1 as 65001; }
+protocol bgp gw2v6 from gateways6 { neighbor 2001:db8:2::2 as 65001; }
 CONF
 ip netns exec "$RT" bird -f -c "$TMP/router.conf" -s "$TMP/router.ctl" >"$TMP/router-bird.log" 2>&1 &
 PIDS+=($!)
@@ -125,11 +145,14 @@ drain_timeout_ms = 10000
 [[port]]
 name = "lan"
 device = "net_af_packet_f${n}_$ID,iface=p$n"
-addresses = ["192.0.2.$n/24"]
+addresses = ["192.0.2.$n/24", "2001:db8:2::$n/64"]
 host_interface = "mgh"
 [[route]]
 prefix = "0.0.0.0/0"
 via = "192.0.2.254"
+[[route]]
+prefix = "::/0"
+via = "2001:db8:2::fe"
 [[service]]
 name = "web"
 vip = "203.0.113.10"
@@ -144,6 +167,20 @@ mode = "dsr-ipip"
   [[service.backend]]
   address = "192.0.2.13"
   port = 80
+[[service]]
+name = "web6"
+vip = "2001:db8:100::10"
+port = 80
+mode = "dsr-ipip"
+  [[service.backend]]
+  address = "2001:db8:2::11"
+  port = 80
+  [[service.backend]]
+  address = "2001:db8:2::12"
+  port = 80
+  [[service.backend]]
+  address = "2001:db8:2::13"
+  port = 80
 [mesh]
 source = "file"
 path = "$TMP/mesh$n.toml"
@@ -154,6 +191,9 @@ withdraw_wait_ms = 1000
 runtime_dir = "$TMP/run$n"
   [[bgp.peer]]
   address = "192.0.2.254"
+  remote_as = 65000
+  [[bgp.peer]]
+  address = "2001:db8:2::fe"
   remote_as = 65000
 [admin]
 listen = "$(gw_admin)"
@@ -187,7 +227,7 @@ wait_for 30 hops_are 203.0.113.10 "192.0.2.1 192.0.2.2 " \
   || { birdc_rt show protocols all; ip netns exec "$RT" ip route; fail "no ECMP route to the VIP"; }
 # /bgp reads the daemon's sessions once a second.
 session_up() {
-  [[ $(gw_json "$1" /bgp | python3 -c 'import json,sys; d=json.load(sys.stdin); print(sum(s["up"] for s in d["sessions"]))') == 1 ]]
+  [[ $(gw_json "$1" /bgp | python3 -c 'import json,sys; d=json.load(sys.stdin); print(sum(s["up"] for s in d["sessions"]))') == 2 ]]
 }
 for n in 1 2; do
   wait_for 5 session_up "$n" || { gw_json "$n" /bgp; fail "gateway $n: /bgp shows no session up"; }
@@ -197,6 +237,14 @@ grep -q "Established" "$TMP/ctl-bgp.txt" || fail "meshgate-ctl bgp: no Establish
 metrics=$(gw_json 1 /metrics)
 grep -qx 'meshgate_bgp_session_up{peer="192.0.2.254"} 1' <<<"$metrics" || fail "session_up metric"
 grep -qx 'meshgate_bgp_announced{vip="203.0.113.10"} 1' <<<"$metrics" || fail "announced metric"
+
+note "IPv6: the VIP over the IPv6 sessions, two next hops, requests through it"
+hops6() { ip netns exec "$RT" ip -6 route show 2001:db8:100::10 | grep -c "nexthop via"; }
+wait_for 20 test "$(hops6)" = 2 || { ip netns exec "$RT" ip -6 route; fail "no IPv6 ECMP route"; }
+for i in $(seq 20); do
+  got=$(ip netns exec "$CLI" curl -sS --max-time 5 "http://[2001:db8:100::10]/id.txt") || fail "IPv6 request $i"
+  [[ $got == backend* ]] || fail "IPv6 body: $got"
+done
 
 note "200 short connections, spread over both gateways"
 flows_of() { gw_json "$1" /stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["flows_created"])'; }
@@ -219,6 +267,14 @@ echo "withdrawn at the router $(( ($(date +%s%N) - t0) / 1000000 )) ms after the
 hops_are 203.0.113.10 "192.0.2.1 192.0.2.2 " || fail "the other VIP moved"
 mesh_file 1 >"$TMP/mesh1.toml.new" && mv "$TMP/mesh1.toml.new" "$TMP/mesh1.toml"
 wait_for 5 hops_are 203.0.113.30 "192.0.2.1 192.0.2.2 " || fail "gateway 1 did not announce 203.0.113.30 again"
+
+note "a BGP daemon that dies alone is restarted"
+restarted() {
+  gw_json 1 /bgp | python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(0 if d["daemon"]["restarts"] >= 1 and all(s["up"] for s in d["sessions"]) else 1)'
+}
+pkill -KILL -f "bird -f -c $TMP/run1/" || fail "gateway 1's BGP daemon is not running"
+wait_for 20 restarted || { gw_json 1 /bgp; fail "the daemon was not restarted"; }
+wait_for 10 hops_are 203.0.113.10 "192.0.2.1 192.0.2.2 " || fail "gateway 1 not announced after the restart"
 
 note "failover: kill -9 of the gateway carrying a 50 MB dsr-ipip download"
 # Slow enough (10 MB/s) to be in flight when the gateway dies; progress sampled every 0.1 s.
@@ -255,9 +311,11 @@ for n in 1 2; do (( $(active_of "$n") > 0 )) && victim=$n; done
 [[ -n $victim ]] || fail "no gateway carries the download"
 other=$((3 - victim))
 note "gateway $victim carries it: kill -9"
+t0=$(date +%s%N)
 kill -9 "${GWPID[$victim]}"
 wait "${GWPID[$victim]}" 2>/dev/null || true
 wait_for 15 hops_are 203.0.113.10 "192.0.2.$other " || fail "the router kept the dead gateway"
+echo "the router dropped the dead gateway $(( ($(date +%s%N) - t0) / 1000000 )) ms after kill -9 (hold time 3 s)"
 rc=0; wait "$CURL_PID" || rc=$?
 wait "$GAP_PID" || true
 [[ $rc == 0 ]] || { cat "$TMP/curl-big.err"; fail "download failed (curl exit $rc)"; }
