@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
   ConfigErrors errs;
   check_referenced_files(*cfg, &errs);
   check_devices(*cfg, !opt.pcap_in.empty(), &errs);
+  if (opt.pcap_in.empty()) check_host_services(*cfg, &errs);
   if (!errs.errors.empty()) {
     std::stable_sort(errs.errors.begin(), errs.errors.end(),
                      [](const ConfigError& a, const ConfigError& b) {

@@ -176,7 +176,8 @@ bool BgpSpeaker::reload() {
 bool BgpSpeaker::command(const std::string& cmd, std::vector<std::string>* lines) {
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
-  timeval tv{1, 0};
+  // A daemon that does not answer costs the control loop this long, at most once a second.
+  timeval tv{0, 500'000};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   sockaddr_un sa{};

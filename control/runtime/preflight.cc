@@ -58,6 +58,21 @@ void check_devices(const Config& cfg, bool replay, ConfigErrors* errs) {
   }
 }
 
+void check_host_services(const Config& cfg, ConfigErrors* errs) {
+  for (size_t i = 0; i < cfg.ports.size(); ++i) {
+    if (cfg.ports[i].host_interface.empty() || access("/dev/net/tun", R_OK | W_OK) == 0) continue;
+    const std::string key = "port[" + std::to_string(i) + "].host_interface";
+    errs->errors.push_back({position_of(cfg, key), key,
+                            std::string("a host interface is a TAP device: /dev/net/tun: ") +
+                                std::strerror(errno) + " (the kernel needs TUN/TAP; run as root)"});
+  }
+  if (cfg.bgp.enabled && access(cfg.bgp.daemon.c_str(), X_OK) != 0) {
+    errs->errors.push_back({position_of(cfg, "bgp.daemon"), "bgp.daemon",
+                            "\"" + cfg.bgp.daemon + "\" is not an executable: " +
+                                std::strerror(errno) + " (Debian's BIRD 2 is the package bird2)"});
+  }
+}
+
 std::string check_output_file(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;

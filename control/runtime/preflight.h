@@ -18,6 +18,10 @@ void check_referenced_files(const Config& cfg, ConfigErrors* errs);
 // device and not checked. Appends to `errs`.
 void check_devices(const Config& cfg, bool replay, ConfigErrors* errs);
 
+// What a live start needs of the host besides devices: TUN/TAP (/dev/net/tun) for host
+// interfaces, the BGP daemon's executable for [bgp]. Appends to `errs`.
+void check_host_services(const Config& cfg, ConfigErrors* errs);
+
 // An output file (--pcap-out, --stats-json) can be created or replaced: "" when it can, else
 // why not ("directory /x does not exist", "... is read-only").
 std::string check_output_file(const std::string& path);

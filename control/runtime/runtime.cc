@@ -505,7 +505,8 @@ bool GatewayRun::start_ports() {
     return false;
   }
   ports_ = std::move(pr.value());
-  auto host = HostInterfaces::create(cfg_.ports, ports_, pool_);
+  // A replay has no kernel to talk to: its ports' twins are not made.
+  auto host = HostInterfaces::create(replay_ ? std::vector<PortConfig>{} : cfg_.ports, ports_, pool_);
   if (!host) {
     log(LogLevel::kError, "host_interface_failed", "error=\"%s\"", host.error().message.c_str());
     return false;

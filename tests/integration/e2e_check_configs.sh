@@ -110,4 +110,12 @@ local_as = 0
   [[bgp.peer]]
   address = \"198.51.100.254\"
   remote_as = 65000"
+check bgp_daemon_missing "bgp_daemon_missing.toml:[0-9]+:[0-9]+: bgp.daemon: \"/nonexistent/bird\" is not an executable" "$base
+host_interface = \"mgh\"
+[bgp]
+local_as = 65001
+daemon = \"/nonexistent/bird\"
+  [[bgp.peer]]
+  address = \"198.51.100.254\"
+  remote_as = 65000"
 echo "PASS"

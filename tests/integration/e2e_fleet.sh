@@ -2,13 +2,15 @@
 # Two gateways behind one router, as a bare-metal ingress fleet runs: the router namespace runs
 # BIRD 2 with ECMP into its kernel (fib_multipath_hash_policy = 1: the 5-tuple picks the
 # gateway); each gateway runs meshgate (one worker) in a namespace of its own, with a host
-# interface on its port and [bgp] peering with the router through it. Three backends on the
-# gateways' segment decapsulate IPIP in userspace (fleet/dsr_decap.py) and answer the client
-# directly (dsr-ipip). Checks, in order:
-#   - both sessions come up and the router installs the VIP with two next hops;
+# interface on its port and [bgp] peering with the router through it (IPv4 sessions signed
+# with TCP MD5, IPv6 sessions plain). Three backends on the gateways' segment decapsulate IPIP
+# in userspace (fleet/dsr_decap.py) and answer the client directly (dsr-ipip). Checks, in order:
+#   - every session comes up and the router installs each VIP (IPv4, IPv6) with two next hops;
+#     requests to the IPv6 VIP succeed;
 #   - 200 short connections all succeed, each gateway carrying more than 20% of them;
 #   - a VIP whose backends all go (gateway 1's mesh file) is withdrawn at the router, and
 #     announced again when one returns;
+#   - a BGP daemon killed alone is restarted and the gateway announced again;
 #   - failover: a 50 MB download through gateway X survives kill -9 of X (the router's hold
 #     timer moves the flow, the other gateway picks it up mid-stream, same backend);
 #   - rolling restart: SIGTERM, wait, start again, gateway by gateway, while a client makes
@@ -87,6 +89,7 @@ protocol kernel { ipv4 { import none; export all; }; merge paths on; }
 protocol kernel { ipv6 { import none; export all; }; merge paths on; }
 template bgp gateways {
   local 192.0.2.254 as 65000;
+  password "fleet-md5";
   direct;
   hold time 3;
   keepalive time 1;
@@ -192,6 +195,7 @@ runtime_dir = "$TMP/run$n"
   [[bgp.peer]]
   address = "192.0.2.254"
   remote_as = 65000
+  password = "fleet-md5"
   [[bgp.peer]]
   address = "2001:db8:2::fe"
   remote_as = 65000

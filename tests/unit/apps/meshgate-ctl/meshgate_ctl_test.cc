@@ -1,6 +1,7 @@
 // meshgate-ctl's views, from admin API answers written out here: the ipvsadm-style services
 // table (active flows counted from the flow dump, counters from /stats, IPv6 backends matched
-// by their bracketed key), the flows table, and the stats view showing only non-zero drops.
+// by their bracketed key), the flows table, the stats view showing only non-zero drops, and the
+// BGP view.
 #include <gtest/gtest.h>
 
 #include <sstream>
@@ -175,6 +176,26 @@ TEST(CtlStats, ShowsKeyCountersAndOnlyNonZeroDrops) {
   EXPECT_NE(out.find("  tx_full              3\n"), std::string::npos) << out;
   EXPECT_EQ(out.find("eth_truncated"), std::string::npos) << out;
   EXPECT_NE(out.find("151.2"), std::string::npos) << out;
+}
+
+TEST(CtlBgp, SessionsWithStateUptimeAndPrefixesThenEachVip) {
+  const json b = json::parse(R"({
+    "daemon": {"running": true, "pid": 4242, "restarts": 1},
+    "sessions": [
+      {"peer": "192.0.2.254", "remote_as": 65000, "state": "Established", "up": true,
+       "uptime_s": 37, "prefixes_announced": 2},
+      {"peer": "2001:db8:2::fe", "remote_as": 65000, "state": "Active", "up": false,
+       "uptime_s": 0, "prefixes_announced": 0}],
+    "vips": [{"vip": "203.0.113.10", "announced": true},
+             {"vip": "203.0.113.30", "announced": false}]})");
+  const auto l = lines_of(render_bgp(b));
+  ASSERT_EQ(l.size(), 7u);
+  EXPECT_EQ(l[0], "daemon running (pid 4242, restarts 1)");
+  EXPECT_EQ(l[1], "peer               AS  state        uptime_s  prefixes");
+  EXPECT_EQ(l[2], "192.0.2.254     65000  Established        37         2");
+  EXPECT_EQ(l[3], "2001:db8:2::fe  65000  Active              0         0");
+  EXPECT_EQ(l[5], "203.0.113.10  yes");
+  EXPECT_EQ(l[6], "203.0.113.30  no");
 }
 
 TEST(CtlRender, AnAnswerMissingAFieldThrowsForMainToReport) {
