@@ -203,7 +203,8 @@ bool BgpSpeaker::command(const std::string& cmd, std::vector<std::string>* lines
   std::string line;
   ok = ok && read_line(&line);
   const std::string wire = cmd + "\n";
-  ok = ok && write(fd, wire.data(), wire.size()) == ssize_t(wire.size());
+  // MSG_NOSIGNAL: a daemon that just died must not take the gateway with it (SIGPIPE).
+  ok = ok && send(fd, wire.data(), wire.size(), MSG_NOSIGNAL) == ssize_t(wire.size());
   int last_code = 0;
   bool done = false;
   while (ok && !done && read_line(&line)) {

@@ -74,7 +74,7 @@ class HostInterfaces {
   // Gives a worker its rings (host_out for every worker, host_in for worker 0).
   void attach(dp::WorkerParams& wp) const;
   void start();
-  // Stops the pump, frees what is still queued (counted as port_queue_full / tap_full), and
+  // Stops the pump, frees what is still queued (logged as host_interface_unsent), and
   // removes the twins (closing a TAP removes its kernel interface).
   void stop();
   const std::vector<std::unique_ptr<Twin>>& twins() const { return twins_; }

@@ -27,10 +27,10 @@
 #include <thread>
 
 #include "control/admin/admin.h"
+#include "control/bgp/bgp_speaker.h"
 #include "control/certs/cert_info.h"
 #include "control/certs/cert_provider.h"
 #include "control/certs/tls_context.h"
-#include "control/bgp/bgp_speaker.h"
 #include "control/flowsteer/flowsteer.h"
 #include "control/host/host_interface.h"
 #include "control/mesh/authz.h"
@@ -841,6 +841,12 @@ void GatewayRun::check_drain(std::chrono::steady_clock::time_point now) {
 }
 
 void GatewayRun::stop_workers() {
+  // The BGP daemon first, while worker 0 still sends what the kernel twin emits: its Cease
+  // reaches the routers, which withdraw this gateway's routes at once.
+  if (bgp_) {
+    bgp_->stop();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the pump and worker 0 flush
+  }
   for (auto& s : slots_) s.worker->request_stop();
   phase_ = Phase::kStopping;
 }
@@ -883,8 +889,7 @@ int GatewayRun::finish() {
   for (auto& s : slots_) {
     if (s.worker) s.worker->drop_late_handoffs();
   }
-  // The daemon closes its sessions (Cease): the routers withdraw this gateway's routes at once.
-  if (bgp_) bgp_->stop();
+  if (bgp_) bgp_->stop();  // stopped already unless the workers ended by themselves
   if (mesh_rt_) mesh_rt_->stop();
   if (cert_provider_) cert_provider_->stop();
   if (admin_) admin_->stop();

@@ -7,6 +7,7 @@
 #include <rte_mbuf.h>
 
 #include "dataplane/lb/lb.h"
+#include "dataplane/local/local_stage.h"
 #include "dataplane/nat/icmp_stage.h"
 #include "dataplane/nat/translate.h"
 #include "dataplane/worker/classify.h"
@@ -143,6 +144,7 @@ void stage_lookup(WorkerCtx& c, Burst& b, rte_mbuf** pkts, uint16_t n) {
     const PacketMeta& m = b.meta[i];
     if (b.next[i] == kNextLookup && m.is_fragment() && !m.has_l4()) {
       const Drop d = follow_fragment(c, b, pkts[i], i);
+      if (d != Drop::kNone && to_host_twin(c, b, i)) continue;  // the kernel reassembles
       if (d != Drop::kNone) {
         b.next[i] = kNextDrop;
         // To the gateway itself fragments are not reassembled; elsewhere the datagram's first

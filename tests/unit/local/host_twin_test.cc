@@ -138,6 +138,10 @@ TEST(HostTwin, fragments_and_icmp_errors_to_a_port_address_reach_the_twin) {
   u.sport = 5000;
   u.dport = 6000;
   const Bytes first = pkt::build_udp(kToGw, ip, u, Bytes(64, 1));
+  pkt::IpHdr later_ip = ip;
+  later_ip.mf = false;
+  later_ip.frag_offset = 9;  // 72 bytes: right after the first fragment's UDP header and data
+  const Bytes later = pkt::build_ip(kToGw, later_ip, 17, Bytes(40, 3));
   // Port unreachable about a datagram the kernel sent from the port's address.
   pkt::IpHdr sent;
   sent.src = A("198.51.100.1");
@@ -148,11 +152,12 @@ TEST(HostTwin, fragments_and_icmp_errors_to_a_port_address_reach_the_twin) {
   err_ip.dst = A("198.51.100.1");
   const Bytes err = pkt::build_icmp_error(kToGw, err_ip, 3, 3,
                                           std::span<const uint8_t>(quoted).subspan(14));
-  EXPECT_TRUE(h.send({first, err}, kT0).empty());
+  EXPECT_TRUE(h.send({first, later, err}, kT0).empty());
   const auto host = h.take_host();
-  ASSERT_EQ(host.size(), 2u);
+  ASSERT_EQ(host.size(), 3u);
   EXPECT_EQ(host[0].second, first);
-  EXPECT_EQ(host[1].second, err);
+  EXPECT_EQ(host[1].second, later);
+  EXPECT_EQ(host[2].second, err);
   EXPECT_EQ(h.drops_total(), 0u);
 }
 
