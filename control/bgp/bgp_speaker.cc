@@ -275,15 +275,7 @@ void BgpSpeaker::tick(std::chrono::steady_clock::time_point now) {
       restart_at_ = now + backoff_;
       backoff_ = std::min(2 * backoff_, kMaxBackoff);
       pid_ = 0;
-      std::lock_guard lock(mu_);
-      status_.running = false;
-      status_.pid = 0;
-      for (auto& s : status_.sessions) {
-        s.up = false;
-        s.state = "Down";
-        s.up_since_unix = 0;
-        s.prefixes_announced = 0;
-      }
+      mark_down();
     }
   }
   if (!pid_ && now >= restart_at_) {
@@ -322,10 +314,19 @@ void BgpSpeaker::stop() {
     rmdir(dir_.c_str());
     dir_.clear();
   }
+  mark_down();
+}
+
+void BgpSpeaker::mark_down() {
   std::lock_guard lock(mu_);
   status_.running = false;
   status_.pid = 0;
-  for (auto& s : status_.sessions) s.up = false;
+  for (auto& s : status_.sessions) {
+    s.up = false;
+    s.state = "Down";
+    s.up_since_unix = 0;
+    s.prefixes_announced = 0;
+  }
 }
 
 BgpStatus BgpSpeaker::status() const {

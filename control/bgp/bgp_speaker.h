@@ -78,6 +78,8 @@ class BgpSpeaker {
   bool spawn();
   bool reload();
   void poll_sessions();
+  // No daemon: the status says so, every session down.
+  void mark_down();
   // Sends one command over the control socket; the reply's lines, or false (no daemon, error).
   bool command(const std::string& cmd, std::vector<std::string>* lines);
 

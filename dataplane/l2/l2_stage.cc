@@ -7,6 +7,7 @@
 #include <rte_ring.h>
 #include <rte_ring_elem.h>
 
+#include "dataplane/local/local_stage.h"
 #include "dataplane/packet/checksum.h"
 #include "dataplane/packet/wire.h"
 #include "dataplane/route/route.h"
@@ -20,12 +21,7 @@ constexpr uint32_t kNdpMinLen = 24;    // NS / NA without options
 // A neighbor's answer the gateway learned from: the port's kernel twin learns from it too
 // (its own requests went out through the port), else it ends here.
 void consumed(const WorkerCtx& c, Burst& b, uint16_t in_port, uint16_t i) {
-  if (c.p.host_twin[in_port] && c.p.host_out) {
-    b.next[i] = kNextHost;
-    b.out[i] = in_port;
-  } else {
-    b.next[i] = kNextConsumed;
-  }
+  if (!give_to_twin(c, b, i, in_port)) b.next[i] = kNextConsumed;
 }
 
 void handle_arp(WorkerCtx& c, Burst& b, uint16_t in_port, rte_mbuf* mb, uint16_t i) {
@@ -140,11 +136,7 @@ void handle_ndp(WorkerCtx& c, Burst& b, uint16_t in_port, rte_mbuf* mb, uint16_t
   if (!ours) {
     // A link-local target may be the kernel twin's own address (fe80::/10): it answers.
     const bool link_local = target.b[0] == 0xfe && (target.b[1] & 0xc0) == 0x80;
-    if (link_local && c.p.host_twin[in_port] && c.p.host_out) {
-      b.next[i] = kNextHost;
-      b.out[i] = in_port;
-      return;
-    }
+    if (link_local && give_to_twin(c, b, i, in_port)) return;
     b.next[i] = kNextDrop;
     b.drop[i] = Drop::kNdpIgnored;
     return;

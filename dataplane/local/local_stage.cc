@@ -29,15 +29,12 @@ uint32_t mbuf_sum(const rte_mbuf* m, uint32_t off, uint32_t len) {
 }  // namespace
 
 bool to_host_twin(const WorkerCtx& c, Burst& b, uint16_t i) {
-  if (!c.p.host_out) return false;
+  if (!c.p.host_out) return false;  // no twin at all: spares the address lookup
   const PacketMeta& m = b.meta[i];
-  const int32_t port = c.snap->local_port(m.dst);
-  if (port < 0 || !c.p.host_twin[port]) return false;
   // The gateway answers echo requests itself; fragments go to the kernel, which reassembles.
   if (!m.is_fragment() && is_echo_request(m)) return false;
-  b.next[i] = kNextHost;
-  b.out[i] = uint16_t(port);
-  return true;
+  const int32_t port = c.snap->local_port(m.dst);
+  return port >= 0 && give_to_twin(c, b, i, uint16_t(port));
 }
 
 void stage_local(WorkerCtx& c, Burst& b, rte_mbuf** pkts, uint16_t n) {

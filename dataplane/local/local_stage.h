@@ -17,4 +17,13 @@ void stage_local(WorkerCtx& c, Burst& b, rte_mbuf** pkts, uint16_t n);
 // address but an echo request): sets next = kNextHost and out = that port, returns true.
 bool to_host_twin(const WorkerCtx& c, Burst& b, uint16_t i);
 
+// Gives packet i to port `port`'s kernel twin (next = kNextHost, out = port) when the port has
+// one; false, and nothing set, when it has none.
+inline bool give_to_twin(const WorkerCtx& c, Burst& b, uint16_t i, uint16_t port) {
+  if (!c.p.host_twin[port]) return false;
+  b.next[i] = kNextHost;
+  b.out[i] = port;
+  return true;
+}
+
 }  // namespace meshgate::dp

@@ -61,7 +61,7 @@ struct WorkerParams {
   // Host interfaces (control/host/host_interface.h): packets for a port's kernel twin go to
   // `host_out` (shared by the workers; each mbuf's `port` field holds the port index), and
   // worker 0 transmits what the kernel sent through port p's twin from `host_in[p]`. Null:
-  // the port has no twin.
+  // the port has no twin. `host_twin[p]`: port p has one (host_out is then set).
   rte_ring* host_out = nullptr;
   bool host_twin[kMaxPorts] = {};
   rte_ring* host_in[kMaxPorts] = {};
