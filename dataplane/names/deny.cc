@@ -40,7 +40,7 @@ struct StreamArenaHooks {
   static void free(void* p) {
     if (p == nullptr) return;
     StreamArena* a = t_arena;
-    // Only DenyStream::close frees stream state, and it names the arena that holds it.
+    // Only a DenyStream closing frees stream state, and it names the arena that holds it.
     MG_CHECK(a != nullptr && a->owns(p));
     a->give(p);
   }
