@@ -28,8 +28,6 @@ class ArenaScope {
   StreamArena* prev_;
 };
 
-std::atomic<uint64_t> g_next_set_id{1};
-
 }  // namespace
 
 struct StreamArenaHooks {
@@ -60,13 +58,6 @@ void install_stream_allocator() {
 
 }  // namespace
 
-DenySet::DenySet(hs_database_t* db, std::vector<std::string> patterns, size_t stream_bytes)
-    : db_(db),
-      patterns_(std::move(patterns)),
-      stream_bytes_(stream_bytes),
-      id_(g_next_set_id.fetch_add(1, std::memory_order_relaxed)) {}
-
-DenySet::~DenySet() { hs_free_database(db_); }
 
 bool StreamArena::init(uint32_t block_bytes, uint32_t blocks, int socket) {
   destroy();
