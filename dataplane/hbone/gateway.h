@@ -45,6 +45,7 @@
 #include "dataplane/hbone/pool.h"
 #include "dataplane/tcp/tcp_types.h"
 #include "dataplane/tls/tls.h"
+#include "dataplane/worker/counters.h"
 
 namespace meshgate::dp {
 struct Snapshot;
@@ -126,13 +127,14 @@ class Gateway final : private ServerHooks {
 
   // Takes over `client` (an established connection on the stack to `svc`), whose Maglev
   // choice `backend` has tunnel = hbone, and `head` (client bytes already read, sent first;
-  // nullptr: none). Worker thread, inside the stack's events.
+  // nullptr: none); the tunnel's bytes add to `route` (a listener route's counters, or
+  // nullptr). Worker thread, inside the stack's events.
   void originate(tcp::TcpConnId client, const SnapService& svc, const SnapBackend& backend,
-                 rte_mbuf* head);
+                 rte_mbuf* head, RouteCounters* route);
   // originate() as a TunnelOriginateFn (dataplane/proxy/proxy.h), `ctx` the Gateway.
   static void originate_fn(void* ctx, tcp::TcpConnId client, const SnapService& svc,
-                           const SnapBackend& backend, rte_mbuf* head) {
-    static_cast<Gateway*>(ctx)->originate(client, svc, backend, head);
+                           const SnapBackend& backend, rte_mbuf* head, RouteCounters* route) {
+    static_cast<Gateway*>(ctx)->originate(client, svc, backend, head, route);
   }
 
   uint16_t port() const { return p_.port; }

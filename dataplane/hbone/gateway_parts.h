@@ -72,6 +72,7 @@ struct Gateway::Up {
   // offset `head_off`; freed with the Up.
   rte_mbuf* head = nullptr;
   uint32_t head_off = 0;
+  RouteCounters* route = nullptr;  // a listener route's byte counters (origination), or null
   Up() = default;
   Up(const Up&) = delete;
   Up& operator=(const Up&) = delete;

@@ -23,7 +23,7 @@ using tcp::TcpEvent;
 // ---- origination ----------------------------------------------------------------------------
 
 void Gateway::originate(TcpConnId client, const SnapService& svc, const SnapBackend& be,
-                        rte_mbuf* head) {
+                        rte_mbuf* head, RouteCounters* route) {
   count(GwCounter::k_originated);
   const std::string& id = snap_->identity_of(be);
   tcp::TcpConnInfo ci;
@@ -40,6 +40,7 @@ void Gateway::originate(TcpConnId client, const SnapService& svc, const SnapBack
                      ci.tuple.remote_port, svc.hostname);
   u->tcp = client;
   u->head = head;
+  u->route = route;
   BaggageFields b;
   b.service_name = svc.hostname.empty() ? svc.name : svc.hostname;
   u->req.baggage = baggage_header(b);

@@ -116,6 +116,7 @@ void Gateway::pump_up(Up* u) {
     moved += n;
   }
   count(GwCounter::k_bytes_from_upstream, moved);
+  if (u->route != nullptr) counter_add(u->route->bytes_to_backend, moved);
   tcp::TcpConnInfo ci;
   if (u->fin_in && u->head == nullptr && (!stack_.info(u->tcp, &ci) || ci.recv_queued == 0)) {
     e.stream_shutdown(u->stream);  // FIN → END_STREAM after the bytes before it
@@ -144,6 +145,7 @@ void Gateway::pump_down(Up* u) {
       // Out of mbufs: the bytes read cannot be put back, so the tunnel cannot stay exact.
       count(GwCounter::k_upstream_resets);
       count(GwCounter::k_bytes_to_upstream, moved);
+      if (u->route != nullptr) counter_add(u->route->bytes_to_client, moved);
       const int32_t stream = u->stream;
       Conn* c = u->conn;
       drop_up(u, true);
@@ -152,6 +154,7 @@ void Gateway::pump_down(Up* u) {
     }
   }
   count(GwCounter::k_bytes_to_upstream, moved);
+  if (u->route != nullptr) counter_add(u->route->bytes_to_client, moved);
   if (u->remote_end && !u->shut && e.stream_readable(u->stream) == 0) {
     stack_.shutdown_write(u->tcp);  // END_STREAM → FIN; the other direction keeps flowing
     u->shut = true;

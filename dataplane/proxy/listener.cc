@@ -172,7 +172,7 @@ void Proxy::route(Session* s, const SnapListener& l, int32_t ri, ListenerCounter
     s->pending[kClient] = nullptr;
     s->conn[kClient] = tcp::kNoConn;
     free_session(s);
-    originate_(originate_ctx_, c, svc, be, head);
+    originate_(originate_ctx_, c, svc, be, head, &route_counters_[r.stat_id]);
     return;
   }
   // The held bytes stay in pending[client]: pump() sends them first once the backend connects.

@@ -207,7 +207,7 @@ void Proxy::start_session(TcpConnId c) {
       snap_->backends[svc->first_backend + lb_lookup(svc->table, svc->table_size, h)];
   if (be.tunnel == Tunnel::kHbone && originate_ != nullptr) {
     count(kPxHboneOriginated);
-    originate_(originate_ctx_, c, *svc, be, nullptr);  // the originator owns the client now
+    originate_(originate_ctx_, c, *svc, be, nullptr, nullptr);  // the originator owns it now
     return;
   }
   Session* s = open_session(c);

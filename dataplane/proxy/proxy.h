@@ -40,6 +40,7 @@ struct SnapService;
 struct SnapBackend;
 struct FlowRecord;
 struct BackendCounters;
+struct RouteCounters;
 struct SnapListener;
 class StackHost;
 
@@ -83,12 +84,6 @@ inline constexpr uint32_t kFirstListenerReject = kLsNoName;
 struct ListenerCounters {
   uint64_t v[kListenerCounterCount] = {};
 };
-// Per listener route (SnapRoute::stat_id): connections routed and bytes each way.
-struct RouteCounters {
-  uint64_t connections = 0;
-  uint64_t bytes_to_backend = 0;
-  uint64_t bytes_to_client = 0;
-};
 
 // Defaults, each with its reason.
 // Envoy's TCP proxy idle_timeout default: long enough for idle database and gRPC connections.
@@ -117,9 +112,11 @@ struct ProxyDeps {
 // Takes over `client` (an established connection on the stack to `svc`) whose Maglev choice
 // `backend` has tunnel = hbone: the HBONE originator, wired by the worker. `head`: bytes already
 // read from the client (a listener's peek), sent first; the originator owns them (nullptr:
-// none). Worker thread, inside the stack's events.
+// none). `route`: the listener route's counters the tunnel's bytes add to (nullptr: none).
+// Worker thread, inside the stack's events.
 using TunnelOriginateFn = void (*)(void* ctx, tcp::TcpConnId client, const SnapService& svc,
-                                   const SnapBackend& backend, rte_mbuf* head);
+                                   const SnapBackend& backend, rte_mbuf* head,
+                                   RouteCounters* route);
 
 // Counters as published for other threads (relaxed stores by the worker, see publish()). The
 // stack's counters and gauges are published here too: the stack runs on proxy workers.

@@ -55,6 +55,14 @@ struct MG_CACHE_ALIGNED WorkerCounters {
   uint64_t snapshot_version = 0;  // version last used by this worker
 };
 
+// Per listener route (SnapRoute::stat_id): connections routed and payload bytes each way, by
+// the proxy or, for a route into the mesh, the HBONE originator.
+struct RouteCounters {
+  uint64_t connections = 0;
+  uint64_t bytes_to_backend = 0;
+  uint64_t bytes_to_client = 0;
+};
+
 struct BackendCounters {
   uint64_t packets = 0;
   uint64_t bytes = 0;
