@@ -7,10 +7,11 @@ Backend:
                          "N PEER answered|eof|reset BYTES". It answers "recorder\\n" once the
                          headers and their Content-Length of body have arrived.
 Clients (exit 0 when the expectation holds, 1 otherwise, with a line saying what happened):
-  split HOST PORT EXPECT [--chunk N] [--delay S] [--pause-after-head S] PAYLOAD
+  split HOST PORT EXPECT [--chunk N] [--delay S] [--pause-after-head S] [--within S] PAYLOAD
       TCP_NODELAY, PAYLOAD (text with Python escapes such as \\r\\n) sent N bytes per
       send with S seconds between sends (each send its own segment); --pause-after-head waits
-      S seconds once the bytes up to the first blank line (an HTTP head) are out. EXPECT: "reset" (the peer resets, before or after
+      S seconds once the bytes up to the first blank line (an HTTP head) are out; --within:
+      the outcome must come within S seconds of the last send (default 10). EXPECT: "reset" (the peer resets, before or after
       the last send), "answer:TEXT" (the response ends with TEXT), "closed" (FIN, no bytes),
       "refused" (the SYN is answered by a reset).
   tls-split HOST PORT SNI [--chunk N]
@@ -74,7 +75,7 @@ def record(addr, port, out):
 
 
 def split(host, port, expect, rest):
-    chunk, delay, pause = 1 << 30, 0.0, None
+    chunk, delay, pause, within = 1 << 30, 0.0, None, 10.0
     while rest and rest[0].startswith("--"):
         k, v = rest[0], rest[1]
         rest = rest[2:]
@@ -82,6 +83,8 @@ def split(host, port, expect, rest):
             chunk = int(v)
         elif k == "--delay":
             delay = float(v)
+        elif k == "--within":
+            within = float(v)
         elif k == "--pause-after-head":
             pause = float(v)
     payload = rest[0].encode().decode("unicode_escape").encode("latin-1") if rest else b""
@@ -94,6 +97,7 @@ def split(host, port, expect, rest):
         return 0 if expect == "refused" else 1
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     got = b""
+    t_last = time.monotonic()
     try:
         sent = 0
         while sent < len(payload):
@@ -101,6 +105,7 @@ def split(host, port, expect, rest):
             if pause and sent < pause[0]:
                 n = min(n, pause[0] - sent)
             s.sendall(payload[sent:sent + n])
+            t_last = time.monotonic()
             sent += n
             if pause and sent == pause[0]:
                 time.sleep(pause[1])
@@ -118,7 +123,11 @@ def split(host, port, expect, rest):
     else:
         what = "answer" if got else "closed"
     s.close()
-    print(f"{what} after {len(got)} bytes: {got[-40:]!r}")
+    took = time.monotonic() - t_last
+    print(f"{what} after {len(got)} bytes, {took:.2f} s after the last send: {got[-40:]!r}")
+    if took > within:
+        print(f"too late: more than {within} s")
+        return 1
     if expect.startswith("answer:"):
         return 0 if what == "answer" and got.decode(errors="replace").rstrip().endswith(expect[7:]) else 1
     return 0 if what == expect else 1
