@@ -7,7 +7,8 @@
 #   openssl s_client -servername reach the exact, wildcard (one and two labels), regex and
 #   default routes; exact beats wildcard; names are case-insensitive; a regex matches the whole
 #   name; no SNI goes to the default; a ClientHello sent 7 bytes per segment is routed; a route
-#   to a mesh service whose workload is an HBONE pod (nghttpx) goes over HBONE; IPv6 client.
+#   to a mesh service whose workload is an HBONE pod (nghttpx) goes over HBONE (SNI and Host
+#   listeners); an IPv6 client.
 #   Strict SNI listener (no default): no route, no SNI, not TLS, silence past peek_timeout_ms, a
 #   mesh service missing from the mesh and one without endpoints are reset, each counted.
 #   Host listener on port 80: routing by Host (port dropped, case-insensitive); no route, no
@@ -15,8 +16,8 @@
 #   segment (in the head, and in a body after the connection reached its backend) resets the
 #   connection before the backend has the signature (the backend keeps every byte it got);
 #   the same for [[service.deny]] on a proxy service; clean requests still pass.
-# /metrics must count exactly what the test did, per route and per reason, and the bytes per
-# route must equal what the recording backend received and sent.
+# /metrics must count exactly what the test did, per listener, route and reason (and /stats
+# agree); the bytes of the recording backend's route are what it received and sent.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/hbone/common.sh"
 require_root
@@ -58,6 +59,9 @@ error_log $TMP/nginx-error.log;
 events { worker_connections 256; }
 http {
   default_type text/plain;
+  # A request per connection: nghttpx does not pass a client's FIN on to its CONNECT proxy, so
+  # the stream of an HTTP request over HBONE ends (and is logged) when nginx closes.
+  keepalive_timeout 0;
   log_format t '\$server_addr:\$server_port sni=\$ssl_server_name host=\$host from=\$remote_addr "\$request"';
   access_log $TMP/nginx-access.log t;
   client_body_temp_path $TMP/nginx/body;
@@ -87,7 +91,7 @@ PIDS+=($!)
 ip netns exec "$BE" $PY "$N" record 198.51.100.15 8080 "$TMP/rec" >"$TMP/recorder.log" 2>&1 &
 PIDS+=($!)
 
-# The mesh: web.default (443 -> 8443) whose one workload, 198.51.100.16, is an HBONE pod:
+# The mesh: web.default (443 -> 8443, 80 -> 8080) whose one workload, 198.51.100.16, is an HBONE pod:
 # nghttpx terminates HBONE on 15008 toward a CONNECT proxy that reaches nginx there.
 # empty.default has no workload.
 "$MG_SOURCE_DIR/tools/mkpki" "$TMP/pki" >/dev/null
@@ -104,7 +108,7 @@ name = "web"
 namespace = "default"
 hostname = "web.default.svc.cluster.local"
 vips = ["203.0.113.40"]
-ports = [{ service_port = 443, target_port = 8443 }]
+ports = [{ service_port = 443, target_port = 8443 }, { service_port = 80, target_port = 8080 }]
 
 [[workload]]
 uid = "default/web-1"
@@ -114,7 +118,7 @@ addresses = ["198.51.100.16"]
 tunnel = "hbone"
 service_account = "default"
 trust_domain = "cluster.local"
-services = { "default/web.default.svc.cluster.local" = [{ service_port = 443, target_port = 8443 }] }
+services = { "default/web.default.svc.cluster.local" = [{ service_port = 443, target_port = 8443 }, { service_port = 80, target_port = 8080 }] }
 
 [[mesh_service]]
 name = "empty"
@@ -219,6 +223,9 @@ peek_bytes = 1024
   [[listener.route]]
   hostnames = ["rec.example.com"]
   service = "rec"
+  [[listener.route]]
+  hostnames = ["mesh.example.com"]
+  service = "web.default.svc.cluster.local"
   [[listener.deny]]
   pattern = "(?i)union\\\\s+select"
 TOML
@@ -330,6 +337,10 @@ http_get http-shop --resolve a.example.com:80:203.0.113.30 http://a.example.com/
 http_get http-apps --resolve b.example.com:80:203.0.113.30 http://b.example.com/; count routed web/web-b
 http_get http-shop -H 'Host: A.Example.COM:80' http://203.0.113.30/; count routed web/web-a
 grep -q 'host=a.example.com from=198.51.100.2 "GET / HTTP/1.1"' "$TMP/nginx-access.log" || fail "nginx did not log the Host request"
+note "Host listener: a route to the mesh service (its port 80) over HBONE"
+http_get http-mesh -H 'Host: mesh.example.com' http://203.0.113.30/; count routed web/web.default.svc.cluster.local
+wait_for 5 grep -q '"CONNECT 198.51.100.16:8080 HTTP/2" 200' "$TMP/nghttpx-access.log" \
+  || fail "no CONNECT to the pod's port 8080: $(tail -n 3 "$TMP/nghttpx-access.log")"
 reset_expected "Host with no route" C curl -sS --max-time 5 -H 'Host: c.example.com' http://203.0.113.30/
 count rejected web/no_route
 C timeout 10 $PY "$N" split 203.0.113.30 80 reset --within 2 'GET / HTTP/1.0\r\nAccept: */*\r\n\r\n' || fail "no Host: not reset"
