@@ -66,8 +66,8 @@ Workload make_workload(size_t n) {
   for (size_t q = 0; q < kQueries; ++q) {
     const size_t i = pick(exacts);
     w.queries[kExactHit].push_back(exact_name(i, salts[i]));
-    w.queries[kWildcardHit].push_back((q % 3 == 0 ? "a.b.host" : "host") + std::to_string(q) +
-                                      "." + wildcard_suffix(pick(wildcards)));
+    w.queries[kWildcardHit].push_back((q % 3 == 0 ? "a.b.host" : "host") + std::to_string(q) + "." +
+                                      wildcard_suffix(pick(wildcards)));
     const size_t k = pick(regexes);
     w.queries[kRegexHit].push_back(
         k % 2 == 0 ? "api-" + std::to_string(q) + ".region" + std::to_string(k) + ".example.io"
@@ -189,7 +189,11 @@ void compile_args(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_Match<MatchEngine::kHyperscanAll>)->Name("BM_Match/hyperscan_all")->Apply(match_args);
 BENCHMARK(BM_Match<MatchEngine::kMapsAndRegex>)->Name("BM_Match/maps_regex")->Apply(match_args);
-BENCHMARK(BM_Compile<MatchEngine::kHyperscanAll>)->Name("BM_Compile/hyperscan_all")->Apply(compile_args);
-BENCHMARK(BM_Compile<MatchEngine::kMapsAndRegex>)->Name("BM_Compile/maps_regex")->Apply(compile_args);
+BENCHMARK(BM_Compile<MatchEngine::kHyperscanAll>)
+    ->Name("BM_Compile/hyperscan_all")
+    ->Apply(compile_args);
+BENCHMARK(BM_Compile<MatchEngine::kMapsAndRegex>)
+    ->Name("BM_Compile/maps_regex")
+    ->Apply(compile_args);
 
 }  // namespace

@@ -106,7 +106,8 @@ inline constexpr uint32_t kDefaultProxyBufferBytes = 256 * 1024;
 inline constexpr uint32_t kDefaultProxyMemoryMb = 64;
 // Linux's TIME-WAIT length (docs/TCP.md explains why not 2 x 2 minutes).
 inline constexpr uint32_t kDefaultProxyTimeWaitS = 60;
-// True when some service (or the mesh's mode) uses mode = "proxy".
+// True when the workers run the TCP stack for the proxy: some service (or the mesh's mode) uses
+// mode = "proxy", or a [[listener]] is configured.
 struct Config;
 bool uses_proxy(const Config& c);
 // [hbone] has a certificate source (files or the Istio CA): the workers terminate HBONE on the
@@ -180,6 +181,50 @@ struct BackendConfig {
   SourcePos pos;
 };
 
+// [[listener]]: a VIP:port terminated on the workers' TCP stack whose connections are routed by
+// the name they carry (docs/NAMES.md): the TLS ClientHello's server_name or the HTTP/1.x Host.
+enum class NameMatch : uint8_t { kSni, kHost };
+// The first bytes read to find the name: a ClientHello with post-quantum key shares and many
+// extensions is 2-3 KiB, large HTTP request headers (cookies) reach 8 KiB; 16 KiB is one TLS
+// record and nginx's default large_client_header_buffers size.
+inline constexpr uint32_t kDefaultPeekBytes = 16384;
+// A client that sends nothing (or too little) holds a connection this long at most: HAProxy's
+// `tcp-request inspect-delay` examples use 5 s.
+inline constexpr uint32_t kDefaultPeekTimeoutMs = 5000;
+// Deny signatures look at the client's first bytes only: a request line, headers and a small
+// body, where exploits and scanners show themselves; the rest of a stream goes uninspected.
+inline constexpr uint32_t kDefaultInspectBytes = 65536;
+
+struct ListenerRouteConfig {
+  // "shop.example.com", "*.example.com" (one or more labels), "~REGEX" (the whole name).
+  std::vector<std::string> hostnames;
+  // A [[service]] name, or a mesh service hostname ("reviews.ns.svc.cluster.local").
+  std::string service;
+  // The mesh service's port; 0 = the listener's port. (A [[service]] brings its own.)
+  uint16_t port = 0;
+  SourcePos pos;
+};
+
+struct DenyConfig {
+  std::string pattern;  // a regular expression (Hyperscan syntax) over the client's bytes
+  SourcePos pos;
+};
+
+struct ListenerConfig {
+  std::string name;
+  IpAddr vip;
+  uint16_t port = 0;
+  NameMatch match = NameMatch::kSni;
+  std::vector<ListenerRouteConfig> routes;
+  // For no name / no match (a mesh service at the listener's port); empty = reset those.
+  std::string default_service;
+  uint32_t peek_bytes = kDefaultPeekBytes;            // bytes read at most to find the name
+  uint32_t peek_timeout_ms = kDefaultPeekTimeoutMs;   // ms to wait for them
+  uint32_t inspect_bytes = kDefaultInspectBytes;      // client bytes the deny signatures see
+  std::vector<DenyConfig> deny;
+  SourcePos pos;
+};
+
 struct ServiceConfig {
   std::string name;
   IpAddr vip;
@@ -192,6 +237,9 @@ struct ServiceConfig {
   IcmpEcho icmp_echo = IcmpEcho::kAnswer;
   ProxyProtocol proxy_protocol = ProxyProtocol::kNone;  // proxy: header toward backends
   std::vector<BackendConfig> backends;
+  // proxy: signatures over the client's first inspect_bytes; a match resets both sides.
+  std::vector<DenyConfig> deny;
+  uint32_t inspect_bytes = kDefaultInspectBytes;
   SourcePos pos;
 };
 
@@ -325,6 +373,7 @@ struct Config {
   std::vector<RouteConfig> routes;
   std::vector<NeighborConfig> neighbors;
   std::vector<ServiceConfig> services;
+  std::vector<ListenerConfig> listeners;
   FullnatConfig fullnat;
   ProxyConfig proxy;
   ConntrackConfig conntrack;

@@ -56,6 +56,14 @@ inline constexpr int64_t kMinTableSize = 7;
 inline constexpr IntSpec kTableSizeSpec{0, kMaxTableSize, "0 (automatic) or a prime 7..4194301"};
 // Below 1024 the per-worker tables are too small to be useful; 2^26 flows is already ~8 GiB.
 inline constexpr IntSpec kMaxFlowsSpec{1024, 67108864};
+// [[listener]]: at least a ClientHello's fixed part; at most 64 KiB (the largest TLS handshake
+// message a peek holds is far below it), and never above the backend connection's send buffer
+// (the bytes read are replayed to the backend in one piece: checked against [proxy] buffer_bytes).
+inline constexpr IntSpec kPeekBytesSpec{512, dp::kMaxPeekBytes};
+// Milliseconds: below 100 a client across a WAN cannot send its first flight in time.
+inline constexpr IntSpec kPeekTimeoutSpec{100, 120000};
+// Deny signatures: 0 (off) up to 16 MiB of each client stream.
+inline constexpr IntSpec kInspectBytesSpec{0, 16777216};
 // Seconds; one week bounds how long a forgotten flow can pin a table slot.
 inline constexpr IntSpec kTimeoutSpec{1, 604800};
 // [proxy]. Idle timeout: 0 (none) up to a week, like the conntrack timeouts.
@@ -83,7 +91,7 @@ using Keys = std::span<const std::string_view>;
 inline constexpr std::string_view kRootKeys[] = {"gateway", "port",    "route",     "neighbor",
                                                  "service", "fullnat", "proxy",     "conntrack",
                                                  "mesh",    "hbone",   "control",   "admin",
-                                                 "bgp"};
+                                                 "bgp",     "listener"};
 inline constexpr std::string_view kGatewayKeys[] = {"workers", "locality", "drain_timeout_ms"};
 inline constexpr std::string_view kBgpKeys[] = {"local_as", "router_id", "hold_time_s",
                                                 "withdraw_wait_ms", "daemon", "runtime_dir",
@@ -96,7 +104,13 @@ inline constexpr std::string_view kRouteKeys[] = {"prefix", "via", "port"};
 inline constexpr std::string_view kNeighborKeys[] = {"address", "mac", "port"};
 inline constexpr std::string_view kServiceKeys[] = {
     "name",     "vip",      "port",               "protocol",  "mode",          "table_size",
-    "backend",  "gue_port", "on_backend_removal", "icmp_echo", "proxy_protocol"};
+    "backend",  "gue_port", "on_backend_removal", "icmp_echo", "proxy_protocol",
+    "deny",     "inspect_bytes"};
+inline constexpr std::string_view kListenerKeys[] = {
+    "name",       "vip",        "port",            "match", "route", "default_service",
+    "peek_bytes", "peek_timeout_ms", "inspect_bytes", "deny"};
+inline constexpr std::string_view kListenerRouteKeys[] = {"hostnames", "service", "port"};
+inline constexpr std::string_view kDenyKeys[] = {"pattern"};
 inline constexpr std::string_view kBackendKeys[] = {"address", "port", "weight"};
 inline constexpr std::string_view kFullnatKeys[] = {"local_addresses"};
 inline constexpr std::string_view kProxyKeys[] = {"idle_timeout_s", "max_connections",

@@ -32,6 +32,8 @@ constexpr EnumName<IcmpEcho> kIcmpEchoes[] = {{"answer", IcmpEcho::kAnswer},
                                               {"forward", IcmpEcho::kForward}};
 constexpr EnumName<ProxyProtocol> kProxyProtocols[] = {{"none", ProxyProtocol::kNone},
                                                       {"v2", ProxyProtocol::kV2}};
+constexpr EnumName<NameMatch> kNameMatches[] = {{"sni", NameMatch::kSni},
+                                                {"host", NameMatch::kHost}};
 constexpr EnumName<MeshSource> kMeshSources[] = {
     {"none", MeshSource::kNone}, {"file", MeshSource::kFile}, {"xds", MeshSource::kXds}};
 
@@ -164,6 +166,7 @@ class Parser {
   std::optional<IpAddr> ip_value(const toml::node& n, const std::string& key);
   std::optional<IpPrefix> prefix_value(const toml::node& n, const std::string& key);
   std::optional<MacAddr> mac_value(const toml::node& n, const std::string& key);
+  std::optional<std::string> string_value(const toml::node& n, const std::string& key);
 
   void read_ip(const toml::table& t, const std::string& path, std::string_view key, IpAddr& out,
                bool required) {
@@ -217,6 +220,9 @@ class Parser {
   NeighborConfig parse_neighbor(const toml::table& t, const std::string& path);
   ServiceConfig parse_service(const toml::table& t, const std::string& path);
   BackendConfig parse_backend(const toml::table& t, const std::string& path);
+  ListenerConfig parse_listener(const toml::table& t, const std::string& path);
+  ListenerRouteConfig parse_listener_route(const toml::table& t, const std::string& path);
+  DenyConfig parse_deny(const toml::table& t, const std::string& path);
   void parse_fullnat(const toml::table& t, FullnatConfig& f);
   void parse_conntrack(const toml::table& t, ConntrackConfig& c);
   void parse_proxy(const toml::table& t, ProxyConfig& c);
@@ -315,6 +321,12 @@ std::optional<IpPrefix> Parser::prefix_value(const toml::node& n, const std::str
   return std::nullopt;
 }
 
+std::optional<std::string> Parser::string_value(const toml::node& n, const std::string& key) {
+  if (const auto* s = n.as_string()) return s->get();
+  fail(n.source(), key, "expected a string, got " + describe(n));
+  return std::nullopt;
+}
+
 std::optional<MacAddr> Parser::mac_value(const toml::node& n, const std::string& key) {
   const auto* s = n.as_string();
   if (!s) {
@@ -346,6 +358,9 @@ Config Parser::parse(const toml::table& root) {
   });
   table_array(root, "", "service", [&](const toml::table& t, const std::string& p) {
     c.services.push_back(parse_service(t, p));
+  });
+  table_array(root, "", "listener", [&](const toml::table& t, const std::string& p) {
+    c.listeners.push_back(parse_listener(t, p));
   });
   if (const auto* t = single_table(root, "fullnat")) parse_fullnat(*t, c.fullnat);
   if (const auto* t = single_table(root, "proxy")) parse_proxy(*t, c.proxy);
@@ -429,7 +444,52 @@ ServiceConfig Parser::parse_service(const toml::table& t, const std::string& p) 
   table_array(t, p, "backend", [&](const toml::table& bt, const std::string& bp) {
     s.backends.push_back(parse_backend(bt, bp));
   });
+  table_array(t, p, "deny", [&](const toml::table& dt, const std::string& dp) {
+    s.deny.push_back(parse_deny(dt, dp));
+  });
+  read_int(t, p, "inspect_bytes", kInspectBytesSpec, s.inspect_bytes);
   return s;
+}
+
+ListenerConfig Parser::parse_listener(const toml::table& t, const std::string& p) {
+  ListenerConfig l;
+  l.pos = pos(t.source());
+  check_keys(t, p, kListenerKeys);
+  read_string(t, p, "name", l.name, true);
+  read_ip(t, p, "vip", l.vip, true);
+  read_int(t, p, "port", kL4PortSpec, l.port, true);
+  read_enum(t, p, "match", kNameMatches, l.match);
+  table_array(t, p, "route", [&](const toml::table& rt, const std::string& rp) {
+    l.routes.push_back(parse_listener_route(rt, rp));
+  });
+  read_string(t, p, "default_service", l.default_service);
+  read_int(t, p, "peek_bytes", kPeekBytesSpec, l.peek_bytes);
+  read_int(t, p, "peek_timeout_ms", kPeekTimeoutSpec, l.peek_timeout_ms);
+  read_int(t, p, "inspect_bytes", kInspectBytesSpec, l.inspect_bytes);
+  table_array(t, p, "deny", [&](const toml::table& dt, const std::string& dp) {
+    l.deny.push_back(parse_deny(dt, dp));
+  });
+  return l;
+}
+
+ListenerRouteConfig Parser::parse_listener_route(const toml::table& t, const std::string& p) {
+  ListenerRouteConfig r;
+  r.pos = pos(t.source());
+  check_keys(t, p, kListenerRouteKeys);
+  if (field(t, p, "hostnames", true, "an array of hostname strings")) {
+    read_array(t, p, "hostnames", "hostname strings", r.hostnames, &Parser::string_value);
+  }
+  read_string(t, p, "service", r.service, true);
+  read_int(t, p, "port", kL4PortSpec, r.port);
+  return r;
+}
+
+DenyConfig Parser::parse_deny(const toml::table& t, const std::string& p) {
+  DenyConfig d;
+  d.pos = pos(t.source());
+  check_keys(t, p, kDenyKeys);
+  read_string(t, p, "pattern", d.pattern, true);
+  return d;
 }
 
 BackendConfig Parser::parse_backend(const toml::table& t, const std::string& p) {

@@ -12,6 +12,8 @@
 #include <utility>
 
 #include "control/config/config_internal.h"
+#include "control/names/deny_compile.h"
+#include "control/names/name_compile.h"
 #include "control/snapshot/maglev.h"
 #include "dataplane/tls/spiffe.h"
 
@@ -110,6 +112,7 @@ class Validator {
     check_routes();
     check_neighbors();
     check_services();
+    check_listeners();
     check_fullnat();
     check_proxy();
     check_conntrack();
@@ -466,7 +469,180 @@ class Validator {
                                                  "only, the service's mode is ") +
                                          quoted(dp::mode_name(s.mode)));
       }
+      check_range(k + ".inspect_bytes", s.inspect_bytes, kInspectBytesSpec);
+      check_deny(k, s.deny);
+      if (!s.deny.empty() && s.mode != ForwardMode::kProxy && !bad(k + ".mode")) {
+        error(k + ".deny", std::string("deny signatures apply to mode \"proxy\" only (the "
+                                       "gateway reads the client's bytes), the service's mode "
+                                       "is ") + quoted(dp::mode_name(s.mode)));
+      }
     }
+  }
+
+  // A listener's route target: a [[service]] (TCP) by name, or a mesh service hostname when a
+  // mesh source is configured (resolved in each snapshot; a name the mesh does not have yet
+  // resets its connections until it does). `port_key`: the route's port, for mesh services only.
+  void check_route_service(const std::string& key, const std::string& name,
+                           const std::string& port_key, bool has_port) {
+    if (bad(key)) return;
+    if (name.empty()) {
+      error(key, "expected a [[service]] name or a mesh service hostname, got \"\"");
+      return;
+    }
+    for (size_t i = 0; i < c_.services.size(); ++i) {
+      const ServiceConfig& s = c_.services[i];
+      if (s.name != name) continue;
+      if (s.protocol != L4Proto::kTcp && !bad(indexed("service", i) + ".protocol")) {
+        error(key, "service " + quoted(name) + " is UDP; a listener routes TCP connections");
+      }
+      if (has_port && !bad(port_key)) {
+        error(port_key, "port applies to mesh service hostnames; service " + quoted(name) +
+                            " brings its backends' ports");
+      }
+      return;
+    }
+    const bool fqdn = name.find('.') != std::string::npos;
+    if (fqdn && c_.mesh.source != MeshSource::kNone) return;
+    std::vector<std::string_view> names;
+    for (const auto& s : c_.services) names.push_back(s.name);
+    std::string hint = did_you_mean(closest(name, names));
+    if (hint.empty()) {
+      hint = fqdn ? " (a mesh service hostname needs [mesh] source)"
+                  : " (a mesh service is named by its hostname, e.g. "
+                    "\"reviews.bookinfo.svc.cluster.local\")";
+    }
+    error(key, "no [[service]] named " + quoted(name) + hint);
+  }
+
+  void check_listeners() {
+    std::map<std::string, std::string> names;
+    std::map<std::pair<IpAddr, uint16_t>, std::string> taken;  // TCP VIP:port -> key
+    for (size_t i = 0; i < c_.services.size(); ++i) {
+      const ServiceConfig& s = c_.services[i];
+      const std::string k = indexed("service", i);
+      if (s.protocol == L4Proto::kTcp && !bad(k + ".vip") && !bad(k + ".port")) {
+        taken.emplace(std::pair{s.vip, s.port}, k);
+      }
+    }
+    for (size_t i = 0; i < c_.listeners.size(); ++i) {
+      const ListenerConfig& l = c_.listeners[i];
+      const std::string k = indexed("listener", i);
+      check_name(k + ".name", l.name, "a listener name");
+      if (!bad(k + ".name") && !l.name.empty()) {
+        if (auto [it, fresh] = names.emplace(l.name, k + ".name"); !fresh) {
+          error(k + ".name", "duplicate listener name " + quoted(l.name) +
+                                 " (first defined at " + where(at(it->second)) + ")");
+        }
+      }
+      const bool vip_ok = !bad(k + ".vip");
+      if (const char* why = vip_ok ? unusable_vip(l.vip) : nullptr) {
+        error(k + ".vip", "not a usable VIP: " + l.vip.str() + " (" + why + ")");
+      } else if (const PortConfig* owner = vip_ok && ports_known() ? local_owner(l.vip)
+                                                                    : nullptr) {
+        error(k + ".vip", "VIP " + l.vip.str() + " is a local address of port " +
+                              quoted(owner->name) + " (give the listener an address of its own)");
+      }
+      check_range(k + ".port", l.port, kL4PortSpec);
+      if (vip_ok && !bad(k + ".port") && l.port != 0) {
+        if (auto [it, fresh] = taken.emplace(std::pair{l.vip, l.port}, k); !fresh) {
+          error(k + ".vip", endpoint(l.vip, l.port) + "/tcp is already taken by " +
+                                it->second + " (at " + where(at(it->second)) + ")");
+        }
+      }
+      check_range(k + ".peek_bytes", l.peek_bytes, kPeekBytesSpec);
+      check_range(k + ".peek_timeout_ms", l.peek_timeout_ms, kPeekTimeoutSpec);
+      check_range(k + ".inspect_bytes", l.inspect_bytes, kInspectBytesSpec);
+      if (!bad(k + ".peek_bytes") && !bad("proxy.buffer_bytes") &&
+          l.peek_bytes > c_.proxy.buffer_bytes) {
+        error(k + ".peek_bytes", "peek_bytes " + std::to_string(l.peek_bytes) +
+                                     " exceeds [proxy] buffer_bytes " +
+                                     std::to_string(c_.proxy.buffer_bytes) +
+                                     " (the bytes read are replayed to the backend in one piece)");
+      }
+      if (l.routes.empty() && l.default_service.empty() && !bad(k + ".route") &&
+          !bad(k + ".default_service")) {
+        error(k + ".route", "no [[listener.route]] and no default_service: every connection "
+                            "would be reset");
+      }
+      for (size_t j = 0; j < l.routes.size(); ++j) {
+        const ListenerRouteConfig& r = l.routes[j];
+        const std::string rk = indexed(k + ".route", j);
+        if (r.hostnames.empty() && !bad(rk + ".hostnames")) {
+          error(rk + ".hostnames", "expected at least one hostname");
+        }
+        if (positions_.contains(rk + ".port")) check_range(rk + ".port", r.port, kL4PortSpec);
+        check_route_service(rk + ".service", r.service, rk + ".port",
+                            positions_.contains(rk + ".port"));
+      }
+      if (!l.default_service.empty()) {
+        check_route_service(k + ".default_service", l.default_service, "", false);
+      }
+      if (!bad(k)) need_local_addresses(k, "listener " + quoted(l.name), "connections to backends");
+      check_hostnames(k, l);
+      check_deny(k, l.deny);
+    }
+  }
+
+  // Every hostname pattern on its own, then the listener's set compiled as the snapshot will
+  // (a regex can fail only in company: Hyperscan's limits are the whole set's).
+  void check_hostnames(const std::string& k, const ListenerConfig& l) {
+    std::vector<std::string> patterns;
+    std::vector<std::string> keys;
+    std::map<std::string, std::string> seen;  // lowercased pattern -> key of its first use
+    bool all_ok = true;
+    for (size_t j = 0; j < l.routes.size(); ++j) {
+      const std::string hk = indexed(k + ".route", j) + ".hostnames";
+      if (bad(hk)) {
+        all_ok = false;
+        continue;
+      }
+      for (size_t h = 0; h < l.routes[j].hostnames.size(); ++h) {
+        const std::string& p = l.routes[j].hostnames[h];
+        const std::string key = indexed(hk, h);
+        if (bad(key)) {
+          all_ok = false;
+          continue;
+        }
+        if (const std::string why = check_name_pattern(p); !why.empty()) {
+          error(key, "bad hostname pattern " + quoted(p) + ": " + why);
+          all_ok = false;
+          continue;
+        }
+        std::string lower = p;
+        for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
+        if (auto [it, fresh] = seen.emplace(lower, key); !fresh) {
+          error(key, "hostname " + quoted(p) + " is already routed (at " + where(at(it->second)) +
+                         "; the first route would always win)");
+        }
+        patterns.push_back(p);
+        keys.push_back(key);
+      }
+    }
+    if (!all_ok || patterns.empty()) return;
+    auto m = compile_names(patterns);
+    if (m) return;
+    const uint32_t i = m.error().index;
+    error(i < keys.size() ? keys[i] : k + ".route",
+          "hostname patterns do not compile: " + m.error().message);
+  }
+
+  void check_deny(const std::string& k, const std::vector<DenyConfig>& deny) {
+    std::vector<std::string> patterns;
+    for (size_t j = 0; j < deny.size(); ++j) {
+      const std::string pk = indexed(k + ".deny", j) + ".pattern";
+      if (bad(pk)) return;
+      if (deny[j].pattern.empty()) {
+        error(pk, "expected a regular expression, got \"\"");
+        return;
+      }
+      patterns.push_back(deny[j].pattern);
+    }
+    if (patterns.empty()) return;
+    auto d = compile_deny(patterns);
+    if (d) return;
+    const uint32_t i = d.error().index;
+    error(i < patterns.size() ? indexed(k + ".deny", i) + ".pattern" : k + ".deny",
+          "deny pattern does not compile: " + d.error().message);
   }
 
   void check_table_size(const std::string& k, const ServiceConfig& s) {
@@ -821,6 +997,7 @@ uint32_t resolve_build_threads(uint32_t configured, uint32_t workers, uint32_t c
 
 bool uses_proxy(const Config& c) {
   if (c.mesh.source != MeshSource::kNone && c.mesh.mode == ForwardMode::kProxy) return true;
+  if (!c.listeners.empty()) return true;
   return std::any_of(c.services.begin(), c.services.end(),
                      [](const ServiceConfig& s) { return s.mode == ForwardMode::kProxy; });
 }

@@ -15,6 +15,7 @@
 
 #include "control/common/edit_distance.h"
 #include "control/common/file_read.h"
+#include "control/names/name_compile.h"
 
 namespace meshgate::ctl::mesh {
 namespace {
@@ -318,6 +319,15 @@ void Parser::parse_service(const toml::table& t, const std::string& p, Service& 
   string(t, p, "name", s.name);
   string(t, p, "namespace", s.ns, true);
   string(t, p, "hostname", s.hostname, true);
+  if (s.hostname.find('*') != std::string::npos) {
+    // A ServiceEntry-style wildcard host: HBONE authorities match it (docs/NAMES.md).
+    const std::string why = check_name_pattern(s.hostname);
+    if (!why.empty() || s.hostname[0] == '~') {
+      fail(*t.get("hostname"), p + ".hostname",
+           "not a hostname or wildcard hostname (\"*.example.com\"): " + describe(*t.get("hostname")) +
+               (why.empty() ? "" : " (" + why + ")"));
+    }
+  }
   if (s.name.empty()) s.name = s.hostname.substr(0, s.hostname.find('.'));
   std::string network;
   string(t, p, "network", network);

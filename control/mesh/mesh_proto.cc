@@ -2,6 +2,8 @@
 
 #include <optional>
 
+#include "control/names/name_compile.h"
+
 namespace meshgate::ctl::mesh {
 namespace {
 
@@ -116,6 +118,12 @@ Result<Service> service_from_proto(const istio::workload::Service& p) {
   s.name = p.name();
   s.ns = p.namespace_();
   s.hostname = p.hostname();
+  if (s.hostname.find('*') != std::string::npos) {
+    // A ServiceEntry-style wildcard host: HBONE authorities match it (docs/NAMES.md).
+    if (const std::string why = check_name_pattern(s.hostname); !why.empty() || s.hostname[0] == '~') {
+      return Error{"hostname \"" + s.hostname + "\": " + (why.empty() ? "not a wildcard hostname" : why)};
+    }
+  }
   for (const auto& na : p.addresses()) {
     auto a = ip_from_bytes(na.address());
     if (!a) {

@@ -24,9 +24,12 @@ constexpr unsigned kHsLiteralFlags = HS_FLAG_CASELESS | HS_FLAG_SOM_LEFTMOST;
 
 std::string hs_code(hs_error_t rc) {
   switch (rc) {
-    case HS_NOMEM: return "out of memory";
-    case HS_INVALID: return "invalid parameter";
-    default: return "error " + std::to_string(rc);
+    case HS_NOMEM:
+      return "out of memory";
+    case HS_INVALID:
+      return "invalid parameter";
+    default:
+      return "error " + std::to_string(rc);
   }
 }
 
@@ -86,8 +89,7 @@ std::string check_name_pattern(std::string_view pattern) {
   for (size_t i = 0; i <= name.size(); ++i) {
     if (i == name.size() || name[i] == '.') {
       if (i == label) {
-        return i == name.size() && i > 0 ? "trailing '.' (write names without it)"
-                                         : "empty label";
+        return i == name.size() && i > 0 ? "trailing '.' (write names without it)" : "empty label";
       }
       if (i - label > kMaxLabelBytes) {
         return "label longer than " + std::to_string(kMaxLabelBytes) + " bytes";
@@ -99,7 +101,9 @@ std::string check_name_pattern(std::string_view pattern) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                     c == '-' || c == '_';
     if (c == '*') return "'*' only as the whole first label";
-    if (!ok) return std::string("character '") + c + "' not allowed (letters, digits, '-', '_', '.')";
+    if (!ok) {
+      return std::string("character '") + c + "' not allowed (letters, digits, '-', '_', '.')";
+    }
   }
   return "";
 }

@@ -8,6 +8,7 @@
 #include "control/stats/stats.h"
 #include "dataplane/hbone/counters.h"
 #include "dataplane/hbone/gateway.h"
+#include "dataplane/names/deny.h"
 #include "dataplane/proxy/proxy.h"
 #include "dataplane/tcp/tcp_types.h"
 
@@ -100,6 +101,83 @@ void add_proxy_metrics(Admin& admin, const std::vector<const dp::Worker*>& views
     write_gauge(w, "meshgate_proxy_sessions",
                 "Proxy sessions open (client and backend connection pairs).",
                 pt.sum.sessions_active);
+    write_gauge(w, "meshgate_proxy_inspect_state_bytes",
+                "Deny-signature stream state held by open sessions (blocks of the workers' "
+                "preallocated arenas, one per session at most).",
+                pt.sum.inspect_bytes);
+  });
+}
+
+void add_listener_metrics(Admin& admin, const std::vector<const dp::Worker*>& views,
+                          const SnapshotPublisher& publisher) {
+  admin.add_metrics_source([&views, &publisher](PromWriter& w) {
+    const dp::Snapshot* snap = publisher.current();
+    if (snap == nullptr || (snap->listeners.empty() && snap->deny_sets.empty())) return;
+    w.family("meshgate_listener_connections_total", MetricType::kCounter,
+             "listener connections: accepted, routed (a service with a backend was chosen), "
+             "defaulted (routed to default_service), client_closed (before the name was read)");
+    for (const dp::SnapListener& l : snap->listeners) {
+      for (uint32_t c : {dp::kLsAccepted, dp::kLsRouted, dp::kLsDefaulted, dp::kLsClientClosed}) {
+        w.sample({{"listener", l.name}, {"outcome", dp::kListenerCounterNames[c]}},
+                 listener_totals(views, l.stat_id).v[c]);
+      }
+    }
+    w.family("meshgate_listener_rejected_total", MetricType::kCounter,
+             "listener connections reset before reaching a backend, by reason");
+    for (const dp::SnapListener& l : snap->listeners) {
+      const dp::ListenerCounters lc = listener_totals(views, l.stat_id);
+      for (uint32_t c = dp::kFirstListenerReject; c < dp::kListenerCounterCount; ++c) {
+        w.sample({{"listener", l.name}, {"reason", dp::kListenerCounterNames[c]}}, lc.v[c]);
+      }
+    }
+    auto route_labels = [&](const dp::SnapListener& l, uint32_t i) {
+      const dp::SnapRoute& r = l.routes[i];
+      std::string service;
+      if (r.service >= 0) {
+        const dp::SnapService& s = snap->services[uint32_t(r.service)];
+        service = s.hostname.empty() ? s.name : s.hostname;
+      }
+      const std::string route = int32_t(i) == l.default_route ? "default" : std::to_string(i);
+      return std::pair{route, service};
+    };
+    w.family("meshgate_listener_route_connections_total", MetricType::kCounter,
+             "connections a listener route sent on (route: its index in the listener, or "
+             "\"default\")");
+    for (const dp::SnapListener& l : snap->listeners) {
+      for (uint32_t i = 0; i < l.routes.size(); ++i) {
+        const auto [route, service] = route_labels(l, i);
+        w.sample({{"listener", l.name}, {"route", route}, {"service", service}},
+                 route_totals(views, l.routes[i].stat_id).connections);
+      }
+    }
+    w.family("meshgate_listener_route_bytes_total", MetricType::kCounter,
+             "payload bytes of a listener route's connections, by direction");
+    for (const dp::SnapListener& l : snap->listeners) {
+      for (uint32_t i = 0; i < l.routes.size(); ++i) {
+        const auto [route, service] = route_labels(l, i);
+        const dp::RouteCounters rc = route_totals(views, l.routes[i].stat_id);
+        w.sample({{"listener", l.name}, {"route", route}, {"service", service},
+                  {"direction", "to_backend"}},
+                 rc.bytes_to_backend);
+        w.sample({{"listener", l.name}, {"route", route}, {"service", service},
+                  {"direction", "to_client"}},
+                 rc.bytes_to_client);
+      }
+    }
+    w.family("meshgate_signature_blocked_total", MetricType::kCounter,
+             "connections reset because a deny signature matched the client's bytes");
+    auto deny_samples = [&](const char* owner_label, const std::string& owner, uint32_t deny) {
+      if (deny == 0) return;
+      const dp::SnapDeny& d = snap->deny_sets[deny - 1];
+      for (uint32_t i = 0; i < d.stat_ids.size(); ++i) {
+        w.sample({{owner_label, owner}, {"pattern", d.set->pattern(i)}},
+                 deny_totals(views, d.stat_ids[i]));
+      }
+    };
+    for (const dp::SnapListener& l : snap->listeners) deny_samples("listener", l.name, l.deny);
+    for (const dp::SnapService& s : snap->services) {
+      if (s.listener == 0) deny_samples("service", s.name, s.deny);
+    }
   });
 }
 

@@ -11,6 +11,7 @@
 #include "control/certs/cert_provider.h"
 #include "control/host/host_interface.h"
 #include "control/mesh/xds_provider.h"
+#include "control/snapshot/publisher.h"
 #include "dataplane/worker/worker.h"
 
 namespace meshgate::ctl {
@@ -22,6 +23,13 @@ void add_xds_metrics(Admin& admin, const mesh::XdsCounters& c);
 // meshgate_tcp_* (dataplane/tcp/tcp_counters.def) and meshgate_proxy_*
 // (dataplane/proxy/proxy_counters.def). `views` must outlive the Admin.
 void add_proxy_metrics(Admin& admin, const std::vector<const dp::Worker*>& views);
+// [[listener]]s and deny signatures, from the published snapshot's names and the workers'
+// proxies: meshgate_listener_connections_total{listener,outcome},
+// meshgate_listener_rejected_total{listener,reason}, meshgate_listener_route_connections_total
+// and meshgate_listener_route_bytes_total{listener,route,service[,direction]},
+// meshgate_signature_blocked_total{listener|service,pattern}. Both must outlive the Admin.
+void add_listener_metrics(Admin& admin, const std::vector<const dp::Worker*>& views,
+                          const SnapshotPublisher& publisher);
 // meshgate_hbone_* (dataplane/hbone/hbone_counters.def: the engine; gateway_counters.def: the
 // terminator on the workers). `views` must outlive the Admin.
 void add_hbone_metrics(Admin& admin, const std::vector<const dp::Worker*>& views);

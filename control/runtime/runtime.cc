@@ -154,6 +154,7 @@ dp::ProxyParams proxy_params(const Config& cfg) {
   // Static proxy VIPs are known; mesh services may add any number later.
   size_t vips = 0;
   for (const auto& s : cfg.services) vips += s.mode == ForwardMode::kProxy;
+  vips += cfg.listeners.size();
   // Mesh services run on the stack in proxy mode, or when they have HBONE endpoints.
   const bool mesh_proxy = cfg.mesh.source != MeshSource::kNone &&
                           (cfg.mesh.mode == ForwardMode::kProxy || uses_hbone(cfg));
@@ -168,6 +169,8 @@ dp::ProxyParams proxy_params(const Config& cfg) {
   t.secret = dp::tcp::SipKey{key[0], key[1]};
   pp.idle_timeout_ms = cfg.proxy.idle_timeout_s * 1000;
   pp.max_sessions = std::max<uint32_t>(1, cfg.proxy.max_connections / 2);
+  for (const auto& s : cfg.services) pp.deny |= s.mode == ForwardMode::kProxy && !s.deny.empty();
+  for (const auto& l : cfg.listeners) pp.deny |= !l.deny.empty();
   return pp;
 }
 
@@ -581,6 +584,18 @@ bool GatewayRun::publish_services(std::vector<ServiceSpec> services, const char*
                                     [](const EndpointSpec& e) { return e.weight > 0 && e.healthy; });
     if (usable) usable_vips_.push_back(s.vip);
   }
+  // A listener's VIP takes connections while one of its routes has a service with a backend.
+  const dp::Snapshot& published = **snap;
+  for (const dp::SnapService& s : published.services) {
+    if (s.listener == 0) continue;
+    vips_.push_back(s.vip);
+    const dp::SnapListener& l = published.listeners[s.listener - 1];
+    if (std::any_of(l.routes.begin(), l.routes.end(), [&](const dp::SnapRoute& r) {
+          return r.service >= 0 && published.services[uint32_t(r.service)].table_size != 0;
+        })) {
+      usable_vips_.push_back(s.vip);
+    }
+  }
   update_announcements();
   if (admin_) admin_->set_services(std::move(services));
   return true;
@@ -729,6 +744,7 @@ void GatewayRun::register_metrics() {
   if (cert_provider_) add_cert_metrics(*admin_, cert_provider_->counters());
   if (mesh_rt_ && mesh_rt_->xds_counters()) add_xds_metrics(*admin_, *mesh_rt_->xds_counters());
   if (proxy_) add_proxy_metrics(*admin_, views_);
+  if (proxy_) add_listener_metrics(*admin_, views_, publisher_);
   if (hbone_) add_hbone_metrics(*admin_, views_);
   if (host_ && !host_->empty()) add_host_metrics(*admin_, *host_);
   if (bgp_) {

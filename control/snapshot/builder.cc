@@ -212,6 +212,11 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
       s.mode = dp::Mode::kProxy;
     }
     s.proxy_protocol = sc.proxy_protocol == ProxyProtocol::kV2 ? 2 : 0;
+    if (s.mode == dp::Mode::kProxy && !sc.deny.empty()) {
+      auto d = add_deny_set(sc.deny, sc.inspect_bytes, "service/" + sc.name, reg.names, snap.get());
+      if (!d) return d.error();
+      s.deny = d.value();
+    }
     s.name = sc.name;
     s.hostname = sc.hostname;
     s.first_backend = uint32_t(snap->backends.size());
@@ -310,6 +315,15 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
     snap->services[i].table_size = e.table_size;
     snap->lb_tables.push_back(e.table);
   }
+  for (uint32_t i = 0; i < snap->services.size(); ++i) {
+    if (!snap->services[i].hostname.empty()) {
+      snap->services_by_host[snap->services[i].hostname].push_back(i);
+    }
+  }
+  // Listeners after the services they route to: their VIP:ports join the VIPs and the index.
+  if (auto r = add_host_patterns(reg.names, snap.get()); !r) return r.error();
+  if (auto r = add_listeners(cfg, reg.names, reg.addrs, snap.get(), keys); !r) return r.error();
+  if (auto r = finish_names(cfg.gateway.workers, reg.names, snap.get()); !r) return r.error();
   // Distinct VIPs (ARP/NDP/echo), in service order.
   {
     std::vector<IpAddr> all;
@@ -330,11 +344,6 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
       snap->workload_backends.push_back(i);
     }
     snap->workload_ip_index.build(addrs);
-  }
-  for (uint32_t i = 0; i < snap->services.size(); ++i) {
-    if (!snap->services[i].hostname.empty()) {
-      snap->services_by_host[snap->services[i].hostname].push_back(i);
-    }
   }
   snap->reset_stat_ids = std::move(reset_bits);
   std::vector<IpAddr> echo_vips;

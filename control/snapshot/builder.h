@@ -12,6 +12,7 @@
 #include "control/config/config.h"
 #include "control/snapshot/addr_registry.h"
 #include "control/snapshot/build_pool.h"
+#include "control/snapshot/listeners.h"
 #include "control/snapshot/model.h"
 #include "control/snapshot/stat_registry.h"
 #include "control/snapshot/maglev.h"
@@ -83,6 +84,7 @@ struct Registries {
   AddrRegistry addrs;
   IdentityRegistry identities;
   BuildCache cache;
+  NameCache names;  // listeners, deny sets, Hyperscan scratches
   // Maglev fills of changed services are split over pool.threads() threads (the control thread
   // and the helpers); not started: serial. The tables are the same either way.
   BuildPool pool;

@@ -17,6 +17,8 @@ std::vector<ServiceSpec> services_from_config(const Config& cfg) {
     s.gue_port = sc.gue_port;
     s.icmp_echo = sc.icmp_echo;
     s.proxy_protocol = sc.proxy_protocol;
+    for (const DenyConfig& d : sc.deny) s.deny.push_back(d.pattern);
+    s.inspect_bytes = sc.inspect_bytes;
     s.source = "config";
     for (const BackendConfig& b : sc.backends) {
       EndpointSpec e;

@@ -37,6 +37,8 @@ struct ServiceSpec {
   uint16_t gue_port = kDefaultGuePort;
   IcmpEcho icmp_echo = IcmpEcho::kAnswer;
   ProxyProtocol proxy_protocol = ProxyProtocol::kNone;
+  std::vector<std::string> deny;  // proxy: deny signature patterns
+  uint32_t inspect_bytes = kDefaultInspectBytes;
   std::vector<EndpointSpec> endpoints;
   std::string source;  // "config", "mesh"
   std::string hostname;  // mesh services: the FQDN (HBONE authorities name it); "" for static

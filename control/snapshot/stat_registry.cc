@@ -28,6 +28,15 @@ std::vector<uint32_t> StatRegistry::ids_of(const std::string& service) const {
   return it == services_.end() ? std::vector<uint32_t>{} : it->second.ids_;
 }
 
+uint32_t SlotRegistry::id_for(const std::string& key) {
+  if (auto it = ids_.find(key); it != ids_.end()) return it->second;
+  if (keys_.size() >= capacity_) return 0;
+  const uint32_t id = uint32_t(keys_.size());
+  keys_.push_back(key);
+  ids_.emplace(key, id);
+  return id;
+}
+
 std::string endpoint_str(const IpAddr& a, uint16_t port) {
   char buf[IpAddr::kMaxStrLen + 8];  // "[" address "]:" 5 digits
   char* p = buf;

@@ -64,6 +64,20 @@ class StatRegistry {
   std::vector<Name> names_{Name{"", "other"}};
 };
 
+// Stable counter slots by key (a listener's name, a route, a deny pattern): given on first use,
+// never reused; slot 0 is the overflow slot once `capacity` slots are given. Control thread.
+class SlotRegistry {
+ public:
+  explicit SlotRegistry(uint32_t capacity) : capacity_(capacity) {}
+  uint32_t id_for(const std::string& key);
+  const std::vector<std::string>& keys() const { return keys_; }  // by id ([0]: "")
+
+ private:
+  uint32_t capacity_;
+  std::unordered_map<std::string, uint32_t> ids_;
+  std::vector<std::string> keys_{""};
+};
+
 // "ip:port" with IPv6 in brackets, as used in stats and logs.
 std::string endpoint_str(const IpAddr& a, uint16_t port);
 

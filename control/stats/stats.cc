@@ -30,6 +30,37 @@ dp::BackendCounters backend_totals(const std::vector<const dp::Worker*>& workers
   return backend_sum(workers, stat_id);
 }
 
+dp::ListenerCounters listener_totals(const std::vector<const dp::Worker*>& workers,
+                                     uint32_t stat_id) {
+  dp::ListenerCounters t;
+  for (const dp::Worker* w : workers) {
+    if (w->proxy() == nullptr) continue;
+    const dp::ListenerCounters& c = w->proxy()->listener_counters()[stat_id];
+    for (uint32_t i = 0; i < dp::kListenerCounterCount; ++i) t.v[i] += dp::counter_read(c.v[i]);
+  }
+  return t;
+}
+
+dp::RouteCounters route_totals(const std::vector<const dp::Worker*>& workers, uint32_t stat_id) {
+  dp::RouteCounters t;
+  for (const dp::Worker* w : workers) {
+    if (w->proxy() == nullptr) continue;
+    const dp::RouteCounters& c = w->proxy()->route_counters()[stat_id];
+    t.connections += dp::counter_read(c.connections);
+    t.bytes_to_backend += dp::counter_read(c.bytes_to_backend);
+    t.bytes_to_client += dp::counter_read(c.bytes_to_client);
+  }
+  return t;
+}
+
+uint64_t deny_totals(const std::vector<const dp::Worker*>& workers, uint32_t stat_id) {
+  uint64_t n = 0;
+  for (const dp::Worker* w : workers) {
+    if (w->proxy() != nullptr) n += dp::counter_read(w->proxy()->deny_counters()[stat_id]);
+  }
+  return n;
+}
+
 ProxyTotals proxy_totals(const std::vector<const dp::Worker*>& workers) {
   ProxyTotals t;
   for (const auto* w : workers) {
@@ -46,6 +77,7 @@ ProxyTotals proxy_totals(const std::vector<const dp::Worker*>& workers) {
     t.sum.sessions_active += dp::counter_read(s.sessions_active);
     t.sum.tcp_connections += dp::counter_read(s.tcp_connections);
     t.sum.tcp_mem_bytes += dp::counter_read(s.tcp_mem_bytes);
+    t.sum.inspect_bytes += dp::counter_read(s.inspect_bytes);
   }
   return t;
 }
@@ -227,8 +259,41 @@ nlohmann::json stats_json(const std::vector<const dp::Worker*>& workers,
   }
 
   nlohmann::json services = nlohmann::json::object();
+  nlohmann::json listeners = nlohmann::json::object();
   if (snap) {
     for (const dp::SnapService& s : snap->services) {
+      if (s.listener == 0) continue;
+      const dp::SnapListener& l = snap->listeners[s.listener - 1];
+      const dp::ListenerCounters lc = listener_totals(workers, l.stat_id);
+      nlohmann::json lj;
+      lj["vip"] = s.vip.str();
+      lj["port"] = ntohs(s.port_be);
+      lj["match"] = l.source == dp::NameSource::kSni ? "sni" : "host";
+      nlohmann::json rejected = nlohmann::json::object();
+      for (uint32_t i = 0; i < dp::kListenerCounterCount; ++i) {
+        (i >= dp::kFirstListenerReject ? rejected : lj)[dp::kListenerCounterNames[i]] = lc.v[i];
+      }
+      lj["rejected"] = rejected;
+      nlohmann::json routes = nlohmann::json::array();
+      for (uint32_t i = 0; i < l.routes.size(); ++i) {
+        const dp::SnapRoute& r = l.routes[i];
+        const dp::RouteCounters rc = route_totals(workers, r.stat_id);
+        std::string service;
+        if (r.service >= 0) {
+          const dp::SnapService& rs = snap->services[uint32_t(r.service)];
+          service = rs.hostname.empty() ? rs.name : rs.hostname;
+        }
+        routes.push_back({{"route", int32_t(i) == l.default_route ? "default" : std::to_string(i)},
+                          {"service", service},
+                          {"connections", rc.connections},
+                          {"bytes_to_backend", rc.bytes_to_backend},
+                          {"bytes_to_client", rc.bytes_to_client}});
+      }
+      lj["routes"] = routes;
+      listeners[l.name] = lj;
+    }
+    for (const dp::SnapService& s : snap->services) {
+      if (s.listener != 0) continue;
       nlohmann::json sj;
       sj["vip"] = s.vip.str();
       sj["port"] = ntohs(s.port_be);
@@ -251,6 +316,7 @@ nlohmann::json stats_json(const std::vector<const dp::Worker*>& workers,
     }
   }
   j["services"] = services;
+  if (!listeners.empty()) j["listeners"] = listeners;
 
   nlohmann::json wj = nlohmann::json::array();
   for (const auto* w : workers) {

@@ -69,6 +69,11 @@ std::vector<PortCounters> read_port_counters(const std::vector<dp::PortRuntime>&
 
 // One backend's counters (stat id from the snapshot) summed over workers.
 dp::BackendCounters backend_totals(const std::vector<const dp::Worker*>& workers, uint32_t stat_id);
+// A [[listener]]'s counters (SnapListener::stat_id), a route's (SnapRoute::stat_id) and a deny
+// pattern's (SnapDeny::stat_ids) summed over the workers' proxies.
+dp::ListenerCounters listener_totals(const std::vector<const dp::Worker*>& workers, uint32_t stat_id);
+dp::RouteCounters route_totals(const std::vector<const dp::Worker*>& workers, uint32_t stat_id);
+uint64_t deny_totals(const std::vector<const dp::Worker*>& workers, uint32_t stat_id);
 
 // The stats JSON (--stats-json and GET /stats, README.md "Admin API and meshgate-ctl"), with a "ports" array of `ports`.
 nlohmann::json stats_json(const std::vector<const dp::Worker*>& workers,

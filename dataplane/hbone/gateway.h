@@ -125,12 +125,14 @@ class Gateway final : private ServerHooks {
   void publish(bool force);
 
   // Takes over `client` (an established connection on the stack to `svc`), whose Maglev
-  // choice `backend` has tunnel = hbone. Worker thread, inside the stack's events.
-  void originate(tcp::TcpConnId client, const SnapService& svc, const SnapBackend& backend);
+  // choice `backend` has tunnel = hbone, and `head` (client bytes already read, sent first;
+  // nullptr: none). Worker thread, inside the stack's events.
+  void originate(tcp::TcpConnId client, const SnapService& svc, const SnapBackend& backend,
+                 rte_mbuf* head);
   // originate() as a TunnelOriginateFn (dataplane/proxy/proxy.h), `ctx` the Gateway.
   static void originate_fn(void* ctx, tcp::TcpConnId client, const SnapService& svc,
-                           const SnapBackend& backend) {
-    static_cast<Gateway*>(ctx)->originate(client, svc, backend);
+                           const SnapBackend& backend, rte_mbuf* head) {
+    static_cast<Gateway*>(ctx)->originate(client, svc, backend, head);
   }
 
   uint16_t port() const { return p_.port; }

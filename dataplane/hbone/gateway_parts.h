@@ -3,6 +3,8 @@
 // and the HBONE connection machinery), terminator.cc, originator.cc and splice.cc.
 #pragma once
 
+#include <rte_mbuf.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -66,6 +68,16 @@ struct Gateway::Up {
   Up* bridge = nullptr;
   PoolKey key;
   ConnectRequest req;
+  // Origination: client bytes read before the handover (a listener's peek), sent first from
+  // offset `head_off`; freed with the Up.
+  rte_mbuf* head = nullptr;
+  uint32_t head_off = 0;
+  Up() = default;
+  Up(const Up&) = delete;
+  Up& operator=(const Up&) = delete;
+  ~Up() {
+    if (head != nullptr) rte_pktmbuf_free(head);
+  }
 };
 
 }  // namespace meshgate::dp::hbone

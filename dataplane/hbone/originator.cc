@@ -22,7 +22,8 @@ using tcp::TcpEvent;
 
 // ---- origination ----------------------------------------------------------------------------
 
-void Gateway::originate(TcpConnId client, const SnapService& svc, const SnapBackend& be) {
+void Gateway::originate(TcpConnId client, const SnapService& svc, const SnapBackend& be,
+                        rte_mbuf* head) {
   count(GwCounter::k_originated);
   const std::string& id = snap_->identity_of(be);
   tcp::TcpConnInfo ci;
@@ -32,11 +33,13 @@ void Gateway::originate(TcpConnId client, const SnapService& svc, const SnapBack
     // cannot prove ours.
     count(GwCounter::k_origin_no_identity);
     stack_.abort(client);
+    if (head != nullptr) rte_pktmbuf_free(head);
     return;
   }
   Up* u = new_origin(id, be.address, be.address, ntohs(be.port_be), ci.tuple.remote,
                      ci.tuple.remote_port, svc.hostname);
   u->tcp = client;
+  u->head = head;
   BaggageFields b;
   b.service_name = svc.hostname.empty() ? svc.name : svc.hostname;
   u->req.baggage = baggage_header(b);

@@ -5,6 +5,7 @@
 #include <span>
 
 #include "dataplane/lb/lb.h"
+#include "dataplane/names/name_matcher.h"
 #include "dataplane/packet/wire.h"
 #include "dataplane/tls/spiffe.h"
 
@@ -43,10 +44,16 @@ Resolution Destination::resolution() const {
   return r;
 }
 
-Destination resolve(const Snapshot& snap, const Authority& a, uint32_t flow_hash) {
+Destination resolve(const Snapshot& snap, const Authority& a, uint32_t flow_hash,
+                    hs_scratch_t* scratch) {
   const uint16_t port_be = htons(a.port);
   if (a.kind == Authority::Kind::kName) {
-    const auto it = snap.services_by_host.find(std::string(a.hostname()));
+    auto it = snap.services_by_host.find(std::string(a.hostname()));
+    if (it == snap.services_by_host.end() && snap.host_patterns != nullptr) {
+      // Exact hostnames first (the map), then the longest wildcard suffix.
+      const int32_t m = snap.host_patterns->match(a.hostname(), scratch);
+      if (m >= 0) it = snap.services_by_host.find(snap.host_pattern_names[uint32_t(m)]);
+    }
     if (it == snap.services_by_host.end()) return {};  // not a service of ours: 400
     for (const uint32_t si : it->second) {
       const SnapService& s = snap.services[si];

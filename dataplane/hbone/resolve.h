@@ -5,6 +5,8 @@
 // the policy list. Any thread holding the snapshot.
 #pragma once
 
+#include <hs/hs_runtime.h>
+
 #include <cstdint>
 #include <vector>
 
@@ -28,8 +30,12 @@ struct Destination {
 };
 
 // `flow_hash` picks the endpoint of a service (Maglev); the caller derives it from the tunnel
-// (e.g. the peer's address and port and the stream id) so a retry may land elsewhere.
-Destination resolve(const Snapshot& snap, const Authority& authority, uint32_t flow_hash);
+// (e.g. the peer's address and port and the stream id) so a retry may land elsewhere. A name no
+// mesh service has exactly is matched against the wildcard hostnames (Snapshot::host_patterns,
+// "*.example.com" as ServiceEntry hosts are written) with `scratch`, the calling worker's
+// (Snapshot::name_scratch).
+Destination resolve(const Snapshot& snap, const Authority& authority, uint32_t flow_hash,
+                    hs_scratch_t* scratch = nullptr);
 
 // The policies that apply to backend `backend` of `snap` (Istio: global, the workload's
 // namespace — taken from its SPIFFE id — and its selector policies), in key order. Empty when

@@ -96,14 +96,28 @@ void Gateway::pump_up(Up* u) {
       e.stream_write(u->stream, buf, 1);
       break;
     }
-    const uint32_t n = stack_.recv(u->tcp, buf, uint32_t(std::min(room, sizeof buf)));
+    uint32_t n = uint32_t(std::min(room, sizeof buf));
+    if (u->head != nullptr) {
+      // The bytes read before the handover go first.
+      n = std::min(n, rte_pktmbuf_pkt_len(u->head) - u->head_off);
+      const void* p = rte_pktmbuf_read(u->head, u->head_off, n, buf);
+      e.stream_write(u->stream, static_cast<const uint8_t*>(p), n);
+      u->head_off += n;
+      if (u->head_off == rte_pktmbuf_pkt_len(u->head)) {
+        rte_pktmbuf_free(u->head);
+        u->head = nullptr;
+      }
+      moved += n;
+      continue;
+    }
+    n = stack_.recv(u->tcp, buf, n);
     if (n == 0) break;
     e.stream_write(u->stream, buf, n);  // n <= room: all taken
     moved += n;
   }
   count(GwCounter::k_bytes_from_upstream, moved);
   tcp::TcpConnInfo ci;
-  if (u->fin_in && (!stack_.info(u->tcp, &ci) || ci.recv_queued == 0)) {
+  if (u->fin_in && u->head == nullptr && (!stack_.info(u->tcp, &ci) || ci.recv_queued == 0)) {
     e.stream_shutdown(u->stream);  // FIN → END_STREAM after the bytes before it
     u->stream_end = true;
   }

@@ -28,8 +28,6 @@ class ArenaScope {
   StreamArena* prev_;
 };
 
-std::atomic<uint64_t> g_next_set_id{1};
-
 }  // namespace
 
 struct StreamArenaHooks {
@@ -40,7 +38,7 @@ struct StreamArenaHooks {
   static void free(void* p) {
     if (p == nullptr) return;
     StreamArena* a = t_arena;
-    // Only DenyStream::close frees stream state, and it names the arena that holds it.
+    // Only a DenyStream closing frees stream state, and it names the arena that holds it.
     MG_CHECK(a != nullptr && a->owns(p));
     a->give(p);
   }
@@ -60,13 +58,6 @@ void install_stream_allocator() {
 
 }  // namespace
 
-DenySet::DenySet(hs_database_t* db, std::vector<std::string> patterns, size_t stream_bytes)
-    : db_(db),
-      patterns_(std::move(patterns)),
-      stream_bytes_(stream_bytes),
-      id_(g_next_set_id.fetch_add(1, std::memory_order_relaxed)) {}
-
-DenySet::~DenySet() { hs_free_database(db_); }
 
 bool StreamArena::init(uint32_t block_bytes, uint32_t blocks, int socket) {
   destroy();

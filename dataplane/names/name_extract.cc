@@ -136,28 +136,33 @@ class HandshakeCursor {
 // struct { NameType name_type; select (name_type) { case host_name: HostName; } name; }
 // ServerName; opaque HostName<1..2^16-1>. "The ServerNameList MUST NOT contain more than one
 // name of the same name_type": a second host_name is malformed. Entries of other types (none is
-// defined) are skipped assuming HostName's length-prefixed layout, as RFC 6066 expects of any
-// future type.
+// defined) are skipped: "all future data structures associated with new NameTypes MUST begin
+// with a 16-bit length field". On false, `err` says why: bytes missing (the cursor's failure) or
+// malformed.
 bool read_server_name(HandshakeCursor& c, uint32_t ext_len, uint8_t* raw, uint32_t& raw_len,
                       bool& have_host, ExtractResult& err) {
   err = kBad;
+  auto cursor_failed = [&] {
+    err = c.failure();
+    return false;
+  };
   const uint32_t end = c.consumed() + ext_len;
   uint32_t list_len;
   if (ext_len < 2) return false;
-  if (!c.uint(2, list_len)) return err = c.failure(), false;
+  if (!c.uint(2, list_len)) return cursor_failed();
   if (list_len == 0 || list_len != end - c.consumed()) return false;
   while (c.consumed() < end) {
     uint32_t type, name_len;
     if (end - c.consumed() < 3) return false;
-    if (!c.uint(1, type) || !c.uint(2, name_len)) return err = c.failure(), false;
+    if (!c.uint(1, type) || !c.uint(2, name_len)) return cursor_failed();
     if (name_len == 0 || name_len > end - c.consumed()) return false;
     if (type != kNameTypeHostName) {
-      if (!c.skip(name_len)) return err = c.failure(), false;
+      if (!c.skip(name_len)) return cursor_failed();
       continue;
     }
     // One byte more than kMaxNameBytes leaves room for a trailing dot.
     if (have_host || name_len > kMaxNameBytes + 1) return false;
-    if (!c.read(raw, name_len)) return err = c.failure(), false;
+    if (!c.read(raw, name_len)) return cursor_failed();
     if (!put_name(raw, name_len, nullptr)) return false;
     raw_len = name_len;
     have_host = true;

@@ -37,12 +37,19 @@ Proxy::Proxy(const ProxyParams& p, const ProxyDeps& d, uint64_t now_ns)
     sessions_[i].idle.fn = &Proxy::on_idle;
   }
   free_head_ = 1;
+  listener_counters_ = std::make_unique<ListenerCounters[]>(kMaxListenerStats);
+  route_counters_ = std::make_unique<RouteCounters[]>(kMaxRouteStats);
+  deny_counters_ = std::make_unique<uint64_t[]>(kMaxDenyStats);
+  peek_buf_ = std::make_unique<uint8_t[]>(kMaxPeekBytes);
+  // Control thread (Worker::init): the arena is the worker's from now on.
+  setup_ok_ = !p_.deny || arena_.init(names::kMaxDenyStreamBytes, p_.max_sessions, SOCKET_ID_ANY);
   listening_.reserve(p_.tcp.max_listeners);
   wanted_.reserve(p_.tcp.max_listeners);
 }
 
 Proxy::~Proxy() {
   for (uint32_t i = 0; i < p_.max_sessions; ++i) {
+    sessions_[i].deny.close();  // before the arena its state is in goes
     for (rte_mbuf* m : sessions_[i].pending) {
       if (m != nullptr) rte_pktmbuf_free(m);
     }
@@ -73,6 +80,7 @@ void Proxy::publish(bool force) {
   put(published_.sessions_active, sessions_active_);
   put(published_.tcp_connections, stack_.connections());
   put(published_.tcp_mem_bytes, stack_.mem_used());
+  put(published_.inspect_bytes, arena_.bytes_in_use());
 }
 
 // ---- listeners ------------------------------------------------------------------------------
@@ -140,6 +148,10 @@ Proxy::Session* Proxy::alloc_session() {
   s->fin_in[0] = s->fin_in[1] = false;
   s->shut[0] = s->shut[1] = false;
   s->connected[0] = s->connected[1] = false;
+  s->peeking = false;
+  s->parses = 0;
+  s->held = s->need = 0;
+  s->listener_stat = s->route_stat = 0;
   s->used = true;
   ++sessions_active_;
   return s;
@@ -147,6 +159,7 @@ Proxy::Session* Proxy::alloc_session() {
 
 void Proxy::free_session(Session* s) {
   idle_wheel_.cancel(&s->idle);
+  s->deny.close();
   for (rte_mbuf*& m : s->pending) {
     if (m != nullptr) rte_pktmbuf_free(m);
     m = nullptr;
@@ -178,6 +191,10 @@ void Proxy::start_session(TcpConnId c) {
     return;
   }
   count(kPxAccepted);
+  if (svc->listener != 0) {
+    start_peek(c, *svc);
+    return;
+  }
   if (svc->table_size == 0) {
     count(kPxNoBackend);
     stack_.abort(c);
@@ -190,41 +207,53 @@ void Proxy::start_session(TcpConnId c) {
       snap_->backends[svc->first_backend + lb_lookup(svc->table, svc->table_size, h)];
   if (be.tunnel == Tunnel::kHbone && originate_ != nullptr) {
     count(kPxHboneOriginated);
-    originate_(originate_ctx_, c, *svc, be);  // the originator owns the client connection now
+    originate_(originate_ctx_, c, *svc, be, nullptr);  // the originator owns the client now
     return;
   }
+  Session* s = open_session(c);
+  if (s == nullptr || !open_inspection(s, svc->deny)) return;
+  connect_backend(s, t, *svc, be, h);
+}
+
+Proxy::Session* Proxy::open_session(TcpConnId c) {
   Session* s = alloc_session();
   if (s == nullptr) {
     count(kPxSessionTableFull);
     stack_.abort(c);
-    return;
+    return nullptr;
   }
   s->conn[kClient] = c;
   s->connected[kClient] = true;
-  s->stat_id = be.stat_id < kMaxBackendStats ? be.stat_id : 0;
   stack_.set_user(c, &Proxy::on_client, s);
+  s->last_active_ms = s->created_ms = now_ms();
+  return s;
+}
+
+bool Proxy::connect_backend(Session* s, const TcpTuple& t, const SnapService& svc,
+                            const SnapBackend& be, uint32_t h) {
+  s->stat_id = be.stat_id < kMaxBackendStats ? be.stat_id : 0;
   TcpConnId b = tcp::kNoConn;
   const tcp::TcpError e = host_.connect(be.address, be.port_be, h, &Proxy::on_backend, s, &b);
   if (e != tcp::TcpError::kOk) {
     count(e == tcp::TcpError::kBadState ? kPxNoLocalAddress
           : e == tcp::TcpError::kNoPort ? kPxNoPort
                                         : kPxSessionTableFull);
-    stack_.abort(c);
-    s->conn[kClient] = tcp::kNoConn;
-    free_session(s);
-    return;
+    end(s, true, false);
+    return false;
   }
   s->conn[kBackend] = b;
   count(kPxBackendConnects);
   if (d_.backend_counters != nullptr) counter_add(d_.backend_counters[s->stat_id].flows, 1);
-  if (svc->proxy_protocol == 2) {
+  if (svc.proxy_protocol == 2) {
     // Queued before any client byte; sent once the handshake completes.
     uint8_t hdr[kProxyV2MaxLen];
     const uint32_t n = write_proxy_v2(hdr, t.remote, t.remote_port, t.local, t.local_port);
     if (stack_.send(b, hdr, n) == n) count(kPxProxyProtocolSent);
   }
-  s->last_active_ms = s->created_ms = now_ms();
+  s->last_active_ms = now_ms();
+  idle_wheel_.cancel(&s->idle);
   if (p_.idle_timeout_ms != 0) idle_wheel_.schedule(&s->idle, now_ms() + p_.idle_timeout_ms);
+  return true;
 }
 
 bool Proxy::session_record(uint32_t i, FlowRecord* o) const {
@@ -270,6 +299,23 @@ void Proxy::on_backend(void* user, TcpConnId, TcpEvent ev) {
 }
 
 void Proxy::handle(Session* s, int side, TcpEvent ev) {
+  if (s->peeking) {
+    switch (ev) {
+      case TcpEvent::kReadable:
+      case TcpEvent::kPeerFin:
+        peek(s, ev == TcpEvent::kPeerFin);
+        break;
+      case TcpEvent::kReset:
+      case TcpEvent::kClosed:
+        lcount(s->listener_stat, kLsClientClosed);
+        count(ev == TcpEvent::kReset ? kPxClientResets : kPxClientTimeouts);
+        end(s, true, false);
+        break;
+      default:
+        break;
+    }
+    return;
+  }
   switch (ev) {
     case TcpEvent::kConnected:
       s->connected[side] = true;
@@ -315,6 +361,7 @@ void Proxy::handle(Session* s, int side, TcpEvent ev) {
 }
 
 void Proxy::pump(Session* s, int from) {
+  if (!s->used) return;  // ended by an earlier step of the same event
   const int to = 1 - from;
   if (!s->connected[to]) return;  // client bytes wait (in the client's window) for the backend
   const TcpConnId src = s->conn[from];
@@ -327,6 +374,10 @@ void Proxy::pump(Session* s, int from) {
       // At most what the other side takes now, so send_chain() never refuses it.
       c = stack_.recv_chain(src, &len, stack_.send_space(dst));
       if (c == nullptr) break;
+      if (from == kClient && s->deny.active() && !inspect(s, c)) {
+        rte_pktmbuf_free(c);
+        return;  // the session ended
+      }
     }
     const uint32_t len = rte_pktmbuf_pkt_len(c);
     if (!stack_.send_chain(dst, c)) {
@@ -338,11 +389,14 @@ void Proxy::pump(Session* s, int from) {
   }
   if (moved != 0) {
     s->last_active_ms = now_ms();
+    RouteCounters* rc = s->route_stat != 0 ? &route_counters_[s->route_stat] : nullptr;
     if (to == kBackend) {
       count(kPxBytesToBackend, moved);
       if (d_.backend_counters != nullptr) counter_add(d_.backend_counters[s->stat_id].bytes, moved);
+      if (rc != nullptr) counter_add(rc->bytes_to_backend, moved);
     } else {
       count(kPxBytesToClient, moved);
+      if (rc != nullptr) counter_add(rc->bytes_to_client, moved);
     }
   }
   if (s->pending[from] != nullptr) return;
@@ -376,6 +430,10 @@ void Proxy::end(Session* s, bool abort_client, bool abort_backend) {
 void Proxy::on_idle(tcp::Timer* t, void* ctx) {
   Proxy* p = static_cast<Proxy*>(ctx);
   Session* s = reinterpret_cast<Session*>(reinterpret_cast<char*>(t) - offsetof(Session, idle));
+  if (s->peeking) {
+    p->reject(s, kLsPeekTimeout);  // scheduled at the listener's peek_timeout_ms
+    return;
+  }
   const uint32_t idle_ms = p->now_ms() - s->last_active_ms;
   if (idle_ms < p->p_.idle_timeout_ms) {
     p->idle_wheel_.schedule(&s->idle, s->last_active_ms + p->p_.idle_timeout_ms);

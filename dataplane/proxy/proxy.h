@@ -25,7 +25,9 @@
 
 #include "dataplane/common/compiler.h"
 #include "dataplane/common/counter_table.h"
+#include "dataplane/common/limits.h"
 #include "dataplane/common/net_types.h"
+#include "dataplane/names/deny.h"
 #include "dataplane/tcp/tcp_stack.h"
 #include "dataplane/tcp/timer_wheel.h"
 
@@ -38,6 +40,7 @@ struct SnapService;
 struct SnapBackend;
 struct FlowRecord;
 struct BackendCounters;
+struct SnapListener;
 class StackHost;
 
 enum ProxyCounter : uint32_t {
@@ -57,6 +60,36 @@ inline constexpr const char* kProxyCounterHelp[] = {
 #undef MG_COUNTER
 };
 
+// Per [[listener]] (docs/NAMES.md): connections and each reason one was reset before routing.
+enum ListenerCounter : uint32_t {
+#define MG_COUNTER MG_COUNTER_ENUMERATOR
+#include "dataplane/proxy/listener_counters.def"
+#undef MG_COUNTER
+  kListenerCounterCount
+};
+inline constexpr const char* kListenerCounterNames[] = {
+#define MG_COUNTER MG_COUNTER_NAME
+#include "dataplane/proxy/listener_counters.def"
+#undef MG_COUNTER
+};
+inline constexpr const char* kListenerCounterHelp[] = {
+#define MG_COUNTER MG_COUNTER_HELP
+#include "dataplane/proxy/listener_counters.def"
+#undef MG_COUNTER
+};
+// The reasons a connection is reset: kLsNoName and the rows after it.
+inline constexpr uint32_t kFirstListenerReject = kLsNoName;
+
+struct ListenerCounters {
+  uint64_t v[kListenerCounterCount] = {};
+};
+// Per listener route (SnapRoute::stat_id): connections routed and bytes each way.
+struct RouteCounters {
+  uint64_t connections = 0;
+  uint64_t bytes_to_backend = 0;
+  uint64_t bytes_to_client = 0;
+};
+
 // Defaults, each with its reason.
 // Envoy's TCP proxy idle_timeout default: long enough for idle database and gRPC connections.
 inline constexpr uint32_t kDefaultProxyIdleTimeoutMs = 3'600'000;
@@ -69,19 +102,24 @@ struct ProxyParams {
   // Sessions (client + backend connection pairs); the stack's max_connections also counts
   // TIME-WAIT and half-open connections.
   uint32_t max_sessions = tcp::kDefaultMaxConnections / 2;
+  // Deny signatures configured somewhere: every session may inspect, so the worker reserves
+  // one stream state block per session (names::kMaxDenyStreamBytes each).
+  bool deny = false;
 };
 
 // What the proxy needs from its worker; pointers stay valid for the worker's life.
 struct ProxyDeps {
   StackHost* host = nullptr;
   BackendCounters* backend_counters = nullptr;
+  uint32_t worker = 0;  // this worker's index: its scratch in Snapshot::name_scratch
 };
 
 // Takes over `client` (an established connection on the stack to `svc`) whose Maglev choice
-// `backend` has tunnel = hbone: the HBONE originator, wired by the worker. Worker thread, inside
-// the stack's events.
+// `backend` has tunnel = hbone: the HBONE originator, wired by the worker. `head`: bytes already
+// read from the client (a listener's peek), sent first; the originator owns them (nullptr:
+// none). Worker thread, inside the stack's events.
 using TunnelOriginateFn = void (*)(void* ctx, tcp::TcpConnId client, const SnapService& svc,
-                                   const SnapBackend& backend);
+                                   const SnapBackend& backend, rte_mbuf* head);
 
 // Counters as published for other threads (relaxed stores by the worker, see publish()). The
 // stack's counters and gauges are published here too: the stack runs on proxy workers.
@@ -91,6 +129,7 @@ struct ProxyStats {
   uint64_t sessions_active = 0;     // gauge
   uint64_t tcp_connections = 0;     // gauge: TCBs in use (TIME-WAIT included)
   uint64_t tcp_mem_bytes = 0;       // gauge: send + receive buffers held
+  uint64_t inspect_bytes = 0;       // gauge: deny-signature stream states in use (arena bytes)
 };
 
 class Proxy {
@@ -99,6 +138,8 @@ class Proxy {
   ~Proxy();
   Proxy(const Proxy&) = delete;
   Proxy& operator=(const Proxy&) = delete;
+  // False when setup could not reserve its memory (the worker does not start).
+  bool setup_ok() const { return setup_ok_; }
 
   // Once per poll iteration, after StackHost::begin() and before the stack's input: the
   // snapshot for this iteration (listeners follow its proxy services), the clock, and whether
@@ -124,6 +165,11 @@ class Proxy {
 
   const ProxyStats& stats() const { return published_; }
   uint32_t sessions_active() const { return sessions_active_; }
+  // Counter arrays by stat id (SnapListener / SnapRoute / SnapDeny), kMax*Stats entries each;
+  // any thread reads them with counter_read().
+  const ListenerCounters* listener_counters() const { return listener_counters_.get(); }
+  const RouteCounters* route_counters() const { return route_counters_.get(); }
+  const uint64_t* deny_counters() const { return deny_counters_.get(); }
 
  private:
   struct Session {
@@ -134,6 +180,15 @@ class Proxy {
     bool connected[2] = {false, false};
     bool used = false;
     uint32_t stat_id = 0;
+    // A listener's connection whose name is not read yet: the bytes read so far wait in
+    // pending[0] (`held` bytes); the extractor needs `need` before another try helps.
+    bool peeking = false;
+    uint8_t parses = 0;
+    uint32_t held = 0;
+    uint32_t need = 0;
+    uint32_t listener_stat = 0;
+    uint32_t route_stat = 0;  // 0: not routed by a listener (no route counters)
+    names::DenyStream deny;   // the client's first bytes against the deny signatures
     uint32_t last_active_ms = 0;
     uint32_t created_ms = 0;
     uint32_t next_free = 0;  // index + 1
@@ -148,6 +203,25 @@ class Proxy {
   static void on_idle(tcp::Timer* t, void* ctx);
 
   void start_session(tcp::TcpConnId client);
+  // A session for the established client `c` (its events come to the session from now on);
+  // nullptr when the table is full (the client is reset, counted).
+  Session* open_session(tcp::TcpConnId c);
+  // Opens the backend connection of `s` (its client connected, tuple `t`) to `be`, `svc`'s
+  // Maglev choice for flow hash `h`; false when the session ended instead (counted).
+  bool connect_backend(Session* s, const tcp::TcpTuple& t, const SnapService& svc,
+                       const SnapBackend& be, uint32_t h);
+  // listener.cc: a listener's connection, from accept to routing.
+  void start_peek(tcp::TcpConnId client, const SnapService& svc);
+  void peek(Session* s, bool fin);
+  void route(Session* s, const SnapListener& l, int32_t route, ListenerCounter why);
+  void reject(Session* s, ListenerCounter why);
+  // deny.cc: starts inspecting a session's client bytes when `deny` (1 + index into the
+  // snapshot's deny_sets) is set; false when it could not (the session ended, counted).
+  bool open_inspection(Session* s, uint32_t deny);
+  // Feeds `chain` (client bytes, in order) to the session's inspection; false when a signature
+  // matched (the session ended, counted).
+  bool inspect(Session* s, rte_mbuf* chain);
+  void lcount(uint32_t stat, ListenerCounter c);
   void handle(Session* s, int side, tcp::TcpEvent ev);
   void pump(Session* s, int from);
   // Ends a session: `abort_side[i]` resets side i, otherwise it is closed gracefully.
@@ -179,6 +253,13 @@ class Proxy {
   uint64_t now_ns_ = 0;
   bool draining_ = false;
   uint64_t counters_[kProxyCounterCount] = {};
+  std::unique_ptr<ListenerCounters[]> listener_counters_;
+  std::unique_ptr<RouteCounters[]> route_counters_;
+  std::unique_ptr<uint64_t[]> deny_counters_;
+  bool setup_ok_ = true;
+  names::StreamArena arena_;  // deny-signature stream states (ProxyParams::deny)
+  // The client's first bytes made contiguous for the name extractors (peek_bytes at most).
+  std::unique_ptr<uint8_t[]> peek_buf_;
   ProxyStats published_;
   uint32_t published_ms_ = 0;
 };

@@ -26,6 +26,12 @@ struct rte_lpm6;
 
 namespace meshgate::dp {
 
+namespace names {
+class NameMatcher;
+class DenySet;
+class ScratchSet;
+}  // namespace names
+
 // How traffic reaches an endpoint: as is, or inside an HBONE tunnel to its :15008.
 enum class Tunnel : uint8_t { kNone, kHbone };
 
@@ -54,6 +60,45 @@ struct SnapService {
   uint32_t table_size = 0;     // 0 = no eligible backend
   std::string name;
   std::string hostname;        // mesh services: the FQDN; "" for static services
+  // 1 + index into Snapshot::listeners: this entry is a [[listener]]'s VIP:port (mode proxy, no
+  // backends of its own); 0 for services.
+  uint32_t listener = 0;
+  // proxy: 1 + index into Snapshot::deny_sets (0: no deny signatures).
+  uint32_t deny = 0;
+};
+
+// Deny signatures (docs/NAMES.md) of a proxy service or a listener: streaming patterns over
+// the client's first inspect_bytes; a match resets both sides.
+struct SnapDeny {
+  std::shared_ptr<const names::DenySet> set;
+  std::vector<uint32_t> stat_ids;  // per pattern: slot in the per-worker deny counters
+  uint32_t inspect_bytes = 0;
+};
+
+// What a listener reads its connections' names from.
+enum class NameSource : uint8_t { kSni, kHost };
+
+// One route of a listener: where connections whose name matched one of its hostnames go.
+struct SnapRoute {
+  int32_t service = -1;   // index into Snapshot::services; -1: not in this snapshot
+  uint32_t stat_id = 0;   // slot in the per-worker route counters (stable across snapshots)
+};
+
+// A [[listener]] (docs/NAMES.md): its connections are terminated by the proxy, which reads
+// their first bytes, extracts the name, and routes them.
+struct SnapListener {
+  std::string name;
+  NameSource source = NameSource::kSni;
+  uint32_t peek_bytes = 0;
+  uint32_t peek_timeout_ms = 0;
+  // Every hostname pattern of every route in config order (null: no route); pattern i belongs
+  // to routes[pattern_route[i]].
+  std::shared_ptr<const names::NameMatcher> names;
+  std::vector<uint32_t> pattern_route;
+  std::vector<SnapRoute> routes;  // config order, then default_service's when set
+  int32_t default_route = -1;     // index into routes, -1: none
+  uint32_t stat_id = 0;           // slot in the per-worker listener counters
+  uint32_t deny = 0;              // 1 + index into Snapshot::deny_sets, 0: none
 };
 
 // A service's Maglev lookup table: backend indices (relative to the service's first backend).
@@ -232,9 +277,19 @@ struct Snapshot {
   std::vector<uint32_t> workload_backends; // -> index into backends of the first such entry
   // Mesh service FQDN -> indices into services (one per VIP and port).
   std::unordered_map<std::string, std::vector<uint32_t>> services_by_host;
+  // The wildcard hostnames among those keys ("*.example.com", ServiceEntry style), for names no
+  // key matches exactly: pattern i is the key host_pattern_names[i]. Null when there is none.
+  std::shared_ptr<const names::NameMatcher> host_patterns;
+  std::vector<std::string> host_pattern_names;
   // The mesh model's authorization policies (null: none), shared by every snapshot built from
   // the same model policies.
   std::shared_ptr<const policy::PolicySet> policies;
+  // [[listener]]s; their VIP:ports are also entries of `services` (SnapService::listener).
+  std::vector<SnapListener> listeners;
+  std::vector<SnapDeny> deny_sets;
+  // One Hyperscan scratch per worker, valid for every name and deny database of this snapshot
+  // (allocated on the control thread, never on a worker); null when there is none.
+  std::shared_ptr<const names::ScratchSet> name_scratch;
   // The [hbone] certificates as last read (null: none configured).
   std::shared_ptr<const std::vector<CertMeta>> certificates;
   // TLS contexts (one SSL_CTX each) of that certificate, one per worker, built on the control

@@ -86,8 +86,9 @@ bool Worker::init(const WorkerParams& p) {
     ProxyDeps d;
     d.host = c_.stack;
     d.backend_counters = c_.backend_counters;
+    d.worker = c_.p.index;
     c_.proxy = new (std::nothrow) Proxy(*c_.p.proxy, d, c_.now_ns);
-    if (!c_.proxy) return false;
+    if (!c_.proxy || !c_.proxy->setup_ok()) return false;
     c_.p.proxy = nullptr;  // the control thread's copy is not needed (nor valid) later
     // A worker that terminates TCP does not pipeline: it gained nothing measurable there (and
     // holds every ACK a poll). The stall once seen with it on was the stack's, not the

@@ -4,9 +4,11 @@
 #include <hs/hs.h>
 #include <rte_memory.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "control/names/deny_compile.h"
@@ -307,6 +309,49 @@ TEST_F(DenyTest, scan_failure_closes_the_stream) {
   EXPECT_EQ(s.scan(set.get(), reinterpret_cast<const uint8_t*>("evil"), 4, nullptr),
             DenyStream::kNoMatch);
   EXPECT_EQ(s.status(), DenyStatus::kError);
+  EXPECT_EQ(arena_.blocks_in_use(), 0u);
+}
+
+// Hyperscan's stream allocator is one per process: each worker's streams still come from, and
+// go back to, that worker's own arena.
+TEST_F(DenyTest, workers_on_two_threads_take_blocks_from_their_own_arenas) {
+  auto set = compile({kSignature});
+  ASSERT_NE(set, nullptr);
+  StreamArena arenas[2];
+  hs_scratch_t* scratches[2] = {nullptr, nullptr};
+  for (int w = 0; w < 2; ++w) {
+    ASSERT_TRUE(arenas[w].init(kMaxDenyStreamBytes, 8, SOCKET_ID_ANY));
+    ASSERT_EQ(hs_clone_scratch(scratch_, &scratches[w]), HS_SUCCESS);
+  }
+  uint32_t matched[2] = {0, 0};
+  uint32_t peak[2] = {0, 0};
+  auto worker = [&](int w) {
+    DenyStream open[8];
+    for (uint32_t round = 0; round < 200; ++round) {
+      for (DenyStream& s : open) {
+        if (s.open(*set, arenas[w], kInspect) != DenyOpen::kOpened) return;
+      }
+      peak[w] = std::max(peak[w], arenas[w].blocks_in_use());
+      for (DenyStream& s : open) {
+        for (size_t off = 0; off < kRequest.size() && s.active(); off += 3) {
+          const std::string_view seg = std::string_view(kRequest).substr(off, 3);
+          if (s.scan(set.get(), reinterpret_cast<const uint8_t*>(seg.data()),
+                     uint32_t(seg.size()), scratches[w]) == 0) {
+            ++matched[w];
+          }
+        }
+      }
+    }
+  };
+  std::thread t0(worker, 0), t1(worker, 1);
+  t0.join();
+  t1.join();
+  for (int w = 0; w < 2; ++w) {
+    EXPECT_EQ(matched[w], 200u * 8) << "worker " << w;
+    EXPECT_EQ(peak[w], 8u) << "worker " << w;
+    EXPECT_EQ(arenas[w].blocks_in_use(), 0u) << "worker " << w;
+    hs_free_scratch(scratches[w]);
+  }
   EXPECT_EQ(arena_.blocks_in_use(), 0u);
 }
 

@@ -50,21 +50,35 @@ struct PrecedenceCase {
 
 TEST(NameMatcher, precedence_follows_gateway_api) {
   const PrecedenceCase cases[] = {
-      {"exact beats a wildcard listed first", {"*.example.com", "shop.example.com"},
-       "shop.example.com", 1},
-      {"exact beats a regex listed first", {"~shop\\..*", "shop.example.com"}, "shop.example.com",
+      {"exact beats a wildcard listed first",
+       {"*.example.com", "shop.example.com"},
+       "shop.example.com",
        1},
-      {"wildcard beats a regex listed first", {"~.*\\.example\\.com", "*.example.com"},
-       "shop.example.com", 1},
+      {"exact beats a regex listed first",
+       {"~shop\\..*", "shop.example.com"},
+       "shop.example.com",
+       1},
+      {"wildcard beats a regex listed first",
+       {"~.*\\.example\\.com", "*.example.com"},
+       "shop.example.com",
+       1},
       {"longer wildcard suffix beats a shorter one listed first",
-       {"*.example.com", "*.eu.example.com"}, "shop.eu.example.com", 1},
+       {"*.example.com", "*.eu.example.com"},
+       "shop.eu.example.com",
+       1},
       {"shorter wildcard suffix when the longer one does not match",
-       {"*.example.com", "*.eu.example.com"}, "shop.us.example.com", 0},
+       {"*.example.com", "*.eu.example.com"},
+       "shop.us.example.com",
+       0},
       {"config order between two regexes", {"~shop.*", "~.*\\.com"}, "shop.example.com", 0},
-      {"config order between two regexes, reversed", {"~.*\\.com", "~shop.*"},
-       "shop.example.com", 0},
-      {"duplicate exact names: the first", {"a.example.com", "b.example.com", "a.example.com"},
-       "a.example.com", 0},
+      {"config order between two regexes, reversed",
+       {"~.*\\.com", "~shop.*"},
+       "shop.example.com",
+       0},
+      {"duplicate exact names: the first",
+       {"a.example.com", "b.example.com", "a.example.com"},
+       "a.example.com",
+       0},
       {"duplicate wildcards: the first", {"*.example.com", "*.EXAMPLE.com"}, "x.example.com", 0},
       {"exact names are case-insensitive", {"Shop.Example.COM"}, "shop.example.com", 0},
       {"upper case names are folded", {"shop.example.com"}, "SHOP.example.com", 0},
@@ -73,22 +87,21 @@ TEST(NameMatcher, precedence_follows_gateway_api) {
       {"a wildcard needs at least one label", {"*.example.com"}, "example.com", -1},
       {"a wildcard spans several labels", {"*.example.com"}, "a.b.example.com", 0},
       {"a wildcard does not match an empty label", {"*.example.com"}, ".example.com", -1},
-      {"a wildcard does not match across an empty label", {"*.example.com"}, "a..example.com",
-       -1},
+      {"a wildcard does not match across an empty label", {"*.example.com"}, "a..example.com", -1},
       {"a wildcard suffix is whole labels", {"*.example.com"}, "shopexample.com", -1},
       {"an exact name is the whole name", {"example.com"}, "www.example.com", -1},
       {"an exact name has no trailing dot", {"example.com"}, "example.com.", -1},
       {"a regex must match the whole name", {"~shop"}, "shop.example.com", -1},
       {"a regex with its own anchors", {"~^shop\\.example\\.com$"}, "shop.example.com", 0},
-      {"'$' before a newline does not count", {"~shop\\.example\\.com"}, "shop.example.com\n",
-       -1},
+      {"'$' before a newline does not count", {"~shop\\.example\\.com"}, "shop.example.com\n", -1},
       {"alternation stays inside the anchors", {"~a|b"}, "ab", -1},
       {"a quote left open ends with the regex", {"~x\\.y\\Q"}, "x.y", 0},
-      {"no pattern matches", {"a.example.com", "*.b.example.com", "~c\\..*"}, "d.example.com",
-       -1},
+      {"no pattern matches", {"a.example.com", "*.b.example.com", "~c\\..*"}, "d.example.com", -1},
       {"a catch-all regex ranks last", {"~.*", "*.com", "x.com"}, "y.com", 1},
       {"a name longer than 253 bytes matches only regexes",
-       {"*.example.com", "~.*\\.example\\.com"}, nullptr, 1},
+       {"*.example.com", "~.*\\.example\\.com"},
+       nullptr,
+       1},
   };
   const std::string long_name = std::string(250, 'a') + ".example.com";
   for (const auto& c : cases) {
@@ -231,8 +244,8 @@ TEST(ScratchSet, one_scratch_per_worker_valid_for_every_database) {
       {"x.example.com", "*.example.org", "~(foo|bar)[0-9]{2,40}\\.[a-z]+\\.net", "~.*\\.svc"},
       MatchEngine::kHyperscanAll);
   ASSERT_TRUE(small.ok() && large.ok());
-  const auto set = make_scratch_set(
-      {small.value()->database(), nullptr, large.value()->database()}, 4);
+  const auto set =
+      make_scratch_set({small.value()->database(), nullptr, large.value()->database()}, 4);
   ASSERT_TRUE(set.ok()) << set.error().message;
   EXPECT_EQ(set.value()->workers(), 4u);
   EXPECT_GT(set.value()->scratch_bytes(), 0u);
@@ -283,15 +296,16 @@ int32_t reference_match(const std::vector<std::string>& patterns, const std::str
             name.compare(name.size() - s.size(), s.size(), s) == 0;
       if (hit) {  // the labels before the suffix: one or more, none empty
         const std::string prefix = name.substr(0, name.size() - s.size());
-        hit = prefix.front() != '.' && prefix.back() != '.' &&
-              prefix.find("..") == std::string::npos;
+        hit =
+            prefix.front() != '.' && prefix.back() != '.' && prefix.find("..") == std::string::npos;
       }
     } else {
       kind = 0;
       hit = name == lower(p);
     }
     if (!hit) continue;
-    const bool better = kind < best_kind || (kind == best_kind && kind == 1 && suffix > best_suffix);
+    const bool better =
+        kind < best_kind || (kind == best_kind && kind == 1 && suffix > best_suffix);
     if (better) {
       best = int(i);
       best_kind = kind;
@@ -306,10 +320,12 @@ TEST(NameMatcher, engines_agree_with_a_brute_force_reference_on_random_sets) {
   // regexes at once.
   const std::vector<std::string> labels = {"a", "b", "ab", "c", "A", "xy"};
   // Regexes both std::regex (ECMAScript) and Hyperscan read the same way.
-  const std::vector<std::string> regexes = {"~a.*",       "~.*\\.c",      "~[ab]+\\.[ab]+",
+  const std::vector<std::string> regexes = {"~a.*",        "~.*\\.c",     "~[ab]+\\.[ab]+",
                                             "~(a|b)\\..*", "~.*b\\.ab.*", "~xy(\\.[a-c]+)*"};
   std::mt19937 rng(20231);
-  auto pick = [&rng](size_t n) { return size_t(std::uniform_int_distribution<size_t>(0, n - 1)(rng)); };
+  auto pick = [&rng](size_t n) {
+    return size_t(std::uniform_int_distribution<size_t>(0, n - 1)(rng));
+  };
   auto random_name = [&](size_t max_labels) {
     std::string n = labels[pick(labels.size())];
     for (size_t k = pick(max_labels); k > 0; --k) n += "." + labels[pick(labels.size())];
@@ -320,9 +336,17 @@ TEST(NameMatcher, engines_agree_with_a_brute_force_reference_on_random_sets) {
     std::vector<std::string> patterns;
     for (size_t k = 1 + pick(12); k > 0; --k) {
       switch (pick(6)) {
-        case 0: case 1: case 2: patterns.push_back(random_name(3)); break;
-        case 3: case 4: patterns.push_back("*." + random_name(2)); break;
-        default: patterns.push_back(regexes[pick(regexes.size())]);
+        case 0:
+        case 1:
+        case 2:
+          patterns.push_back(random_name(3));
+          break;
+        case 3:
+        case 4:
+          patterns.push_back("*." + random_name(2));
+          break;
+        default:
+          patterns.push_back(regexes[pick(regexes.size())]);
       }
     }
     const Compiled maps = compile(patterns, MatchEngine::kMapsAndRegex);

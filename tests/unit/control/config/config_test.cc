@@ -1227,6 +1227,226 @@ listen = "127.0.0.1"
 listen = "::1:15000"
 )",
      2, 10, "admin.listen", R"(IPv6 as "[::1]:15000")"},
+    // -- listeners and deny signatures --
+    {"listener_wildcard_not_in_the_first_label", R"([fullnat]
+local_addresses = ["198.51.100.2"]
+[[service]]
+name = "shop"
+vip = "203.0.113.21"
+port = 1001
+mode = "proxy"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8443
+[[listener]]
+name = "tls"
+vip = "203.0.113.30"
+port = 443
+  [[listener.route]]
+  hostnames = ["a.*.example.com"]
+  service = "shop"
+)",
+     16, 16, "listener[0].route[0].hostnames[0]", R"(bad hostname pattern "a.*.example.com")"},
+    {"listener_hostname_regex_does_not_parse", R"([fullnat]
+local_addresses = ["198.51.100.2"]
+[[service]]
+name = "shop"
+vip = "203.0.113.21"
+port = 1001
+mode = "proxy"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8443
+[[listener]]
+name = "tls"
+vip = "203.0.113.30"
+port = 443
+  [[listener.route]]
+  hostnames = ["~(api"]
+  service = "shop"
+)",
+     16, 16, "listener[0].route[0].hostnames[0]", R"(bad hostname pattern "~(api")"},
+    {"listener_hostname_routed_twice", R"([fullnat]
+local_addresses = ["198.51.100.2"]
+[[service]]
+name = "shop"
+vip = "203.0.113.21"
+port = 1001
+mode = "proxy"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8443
+[[listener]]
+name = "tls"
+vip = "203.0.113.30"
+port = 443
+  [[listener.route]]
+  hostnames = ["shop.example.com"]
+  service = "shop"
+  [[listener.route]]
+  hostnames = ["Shop.Example.com"]
+  service = "shop"
+)",
+     19, 16, "listener[0].route[1].hostnames[0]", R"(is already routed (at config.toml:16:16)"},
+    {"listener_route_to_an_unknown_service", R"([fullnat]
+local_addresses = ["198.51.100.2"]
+[[service]]
+name = "shop"
+vip = "203.0.113.21"
+port = 1001
+mode = "proxy"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8443
+[[listener]]
+name = "tls"
+vip = "203.0.113.30"
+port = 443
+  [[listener.route]]
+  hostnames = ["shop.example.com"]
+  service = "shopp"
+)",
+     17, 13, "listener[0].route[0].service", R"(no [[service]] named "shopp" (did you mean 'shop'?))"},
+    {"listener_route_to_a_hostname_without_mesh", R"([fullnat]
+local_addresses = ["198.51.100.2"]
+[[service]]
+name = "shop"
+vip = "203.0.113.21"
+port = 1001
+mode = "proxy"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8443
+[[listener]]
+name = "tls"
+vip = "203.0.113.30"
+port = 443
+  [[listener.route]]
+  hostnames = ["shop.example.com"]
+  service = "reviews.bookinfo.svc.cluster.local"
+)",
+     17, 13, "listener[0].route[0].service", R"(a mesh service hostname needs [mesh] source)"},
+    {"listener_port_on_a_static_service_route", R"([fullnat]
+local_addresses = ["198.51.100.2"]
+[[service]]
+name = "shop"
+vip = "203.0.113.21"
+port = 1001
+mode = "proxy"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8443
+[[listener]]
+name = "tls"
+vip = "203.0.113.30"
+port = 443
+  [[listener.route]]
+  hostnames = ["shop.example.com"]
+  service = "shop"
+  port = 8443
+)",
+     18, 10, "listener[0].route[0].port", R"(port applies to mesh service hostnames)"},
+    {"listener_deny_pattern_does_not_compile", R"([fullnat]
+local_addresses = ["198.51.100.2"]
+[[service]]
+name = "shop"
+vip = "203.0.113.21"
+port = 1001
+mode = "proxy"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8443
+[[listener]]
+name = "tls"
+vip = "203.0.113.30"
+port = 443
+default_service = "shop"
+  [[listener.deny]]
+  pattern = "(union"
+)",
+     17, 13, "listener[0].deny[0].pattern", R"(deny pattern does not compile)"},
+    {"listener_without_routes_or_default", R"([fullnat]
+local_addresses = ["198.51.100.2"]
+[[service]]
+name = "shop"
+vip = "203.0.113.21"
+port = 1001
+mode = "proxy"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8443
+[[listener]]
+name = "tls"
+vip = "203.0.113.30"
+port = 443
+)",
+     11, 1, "listener[0].route", R"(no [[listener.route]] and no default_service)"},
+    {"listener_on_a_service_vip_and_port", R"([fullnat]
+local_addresses = ["198.51.100.2"]
+[[service]]
+name = "shop"
+vip = "203.0.113.21"
+port = 1001
+mode = "proxy"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8443
+[[listener]]
+name = "tls"
+vip = "203.0.113.21"
+port = 1001
+default_service = "shop"
+)",
+     13, 7, "listener[0].vip", R"(203.0.113.21:1001/tcp is already taken by service[0])"},
+    {"listener_peek_bytes_above_the_proxy_buffer", R"([fullnat]
+local_addresses = ["198.51.100.2"]
+[[service]]
+name = "shop"
+vip = "203.0.113.21"
+port = 1001
+mode = "proxy"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8443
+[[listener]]
+name = "tls"
+vip = "203.0.113.30"
+port = 443
+default_service = "shop"
+peek_bytes = 32768
+[proxy]
+buffer_bytes = 16384
+)",
+     16, 14, "listener[0].peek_bytes", R"(exceeds [proxy] buffer_bytes 16384)"},
+    {"listener_match_unknown", R"([fullnat]
+local_addresses = ["198.51.100.2"]
+[[service]]
+name = "shop"
+vip = "203.0.113.21"
+port = 1001
+mode = "proxy"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8443
+[[listener]]
+name = "tls"
+vip = "203.0.113.30"
+port = 443
+default_service = "shop"
+match = "tls"
+)",
+     16, 9, "listener[0].match", R"(expected one of sni, host, got "tls")"},
+    {"deny_on_a_dnat_service", R"([[service]]
+name = "web"
+vip = "203.0.113.21"
+port = 80
+  [[service.deny]]
+  pattern = "x"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+)",
+     5, 3, "service[0].deny", R"(deny signatures apply to mode "proxy" only)"},
     {"control_build_threads_negative", R"([control]
 build_threads = -1
 )",
