@@ -17,7 +17,7 @@
 #   connection before the backend has the signature (the backend keeps every byte it got);
 #   the same for [[service.deny]] on a proxy service; clean requests still pass.
 # /metrics must count exactly what the test did, per listener, route and reason (and /stats
-# agree); the bytes of the recording backend's route are what it received and sent.
+# agree); the bytes of the plain HTTP routes are what their backends read and wrote.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/hbone/common.sh"
 require_root
@@ -62,7 +62,7 @@ http {
   # A request per connection: nghttpx does not pass a client's FIN on to its CONNECT proxy, so
   # the stream of an HTTP request over HBONE ends (and is logged) when nginx closes.
   keepalive_timeout 0;
-  log_format t '\$server_addr:\$server_port sni=\$ssl_server_name host=\$host from=\$remote_addr "\$request"';
+  log_format t '\$server_addr:\$server_port sni=\$ssl_server_name host=\$host from=\$remote_addr "\$request" in=\$request_length out=\$bytes_sent';
   access_log $TMP/nginx-access.log t;
   client_body_temp_path $TMP/nginx/body;
   proxy_temp_path $TMP/nginx/proxy;
@@ -419,7 +419,7 @@ exp=$TMP/expected.txt
 for k in "${!routed[@]}"; do echo "routed ${k%%/*} ${k#*/} ${routed[$k]}" >>"$exp"; done
 for k in "${!rejected[@]}"; do echo "rejected ${k%%/*} ${k#*/} ${rejected[$k]}" >>"$exp"; done
 for k in "${!defaulted[@]}"; do echo "defaulted $k ${defaulted[$k]}" >>"$exp"; done
-$PY - "$TMP/metrics.txt" "$exp" "$TMP/stats-now.json" <<'PY' || fail "metrics differ from what the test did"
+$PY - "$TMP/metrics.txt" "$exp" "$TMP/stats-now.json" "$TMP/nginx-access.log" <<'PY' || fail "metrics differ from what the test did"
 import re, sys
 from collections import defaultdict
 samples = {}
@@ -459,9 +459,13 @@ for li in sorted(listeners):
     for reason in ["no_name", "no_route", "malformed", "peek_limit", "peek_timeout", "no_service", "no_backend"]:
         want(f"{li} rejected {reason}", get("meshgate_listener_rejected_total", listener=li, reason=reason),
              rejected[(li, reason)])
+http = {"web-a": "198.51.100.11:8080", "web-b": "198.51.100.12:8080",
+        "web.default.svc.cluster.local": "198.51.100.16:8080"}
 for (li, svc), n in routed.items():
     n += deny_blocks.get(li, 0) if svc == "rec" else 0
     want(f"{li} -> {svc} connections", get("meshgate_listener_route_connections_total", listener=li, service=svc), n)
+    if li == "web" and svc in http:
+        continue  # exact byte counts below
     if get("meshgate_listener_route_bytes_total", listener=li, service=svc, direction="to_backend") <= 0:
         bad.append(f"{li} -> {svc}: no bytes to the backend")
     if get("meshgate_listener_route_bytes_total", listener=li, service=svc, direction="to_client") <= 0:
@@ -470,6 +474,19 @@ want("signature blocks on web", get("meshgate_signature_blocked_total", listener
 want("signature blocks on guarded", get("meshgate_signature_blocked_total", service="guarded"), 1)
 # The proxy's own total counts every block, listeners' and services'.
 want("proxy signature blocks", get("meshgate_proxy_signature_blocked_total"), 3)
+# The plain HTTP routes (one request per connection) moved exactly what nginx read and wrote,
+# the one into the mesh too (its stream carries the client's bytes both ways).
+for svc, server in http.items():
+    got_in = got_out = 0
+    for line in open(sys.argv[4]):
+        m = re.match(r'^(\S+) .* in=(\d+) out=(\d+)$', line.strip())
+        if m and m.group(1) == server:
+            got_in += int(m.group(2))
+            got_out += int(m.group(3))
+    want(f"web -> {svc} bytes to the backend (what nginx read)",
+         get("meshgate_listener_route_bytes_total", listener="web", service=svc, direction="to_backend"), got_in)
+    want(f"web -> {svc} bytes to the client (what nginx wrote)",
+         get("meshgate_listener_route_bytes_total", listener="web", service=svc, direction="to_client"), got_out)
 # /stats says the same as /metrics (the counters did not move in between: the test is idle).
 import json
 stats = json.load(open(sys.argv[3]))["listeners"]
