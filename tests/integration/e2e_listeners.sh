@@ -91,8 +91,8 @@ PIDS+=($!)
 ip netns exec "$BE" $PY "$N" record 198.51.100.15 8080 "$TMP/rec" >"$TMP/recorder.log" 2>&1 &
 PIDS+=($!)
 
-# The mesh: web.default (443 -> 8443, 80 -> 8080) whose one workload, 198.51.100.16, is an HBONE pod:
-# nghttpx terminates HBONE on 15008 toward a CONNECT proxy that reaches nginx there.
+# The mesh: web.default (443 -> 8443, 80 -> 8080) whose one workload, 198.51.100.16, is an
+# HBONE pod: nghttpx terminates HBONE on 15008 toward a CONNECT proxy that reaches nginx there.
 # empty.default has no workload.
 "$MG_SOURCE_DIR/tools/mkpki" "$TMP/pki" >/dev/null
 P=$TMP/pki
@@ -393,7 +393,8 @@ echo "the backend got $got_bytes bytes: $(tr '\r\n\t' '...' <<<"$got")"
 $PY -c 'import re,sys; sys.exit(1 if re.search(rb"(?i)union\s+select", open(sys.argv[1], "rb").read()) else 0)' \
   "$TMP/rec/conn-2.bin" || fail "the backend received the signature"
 # What the route sent is at least what the backend got, and short of the signature's last byte.
-sig_end=$($PY -c 'import re,sys; print(re.search(r"(?i)union\s+select", sys.argv[1].encode().decode("unicode_escape")).end())' "$POST")
+sig_end=$($PY -c 'import re, sys
+print(re.search(r"(?i)union\s+select", sys.argv[1].encode().decode("unicode_escape")).end())' "$POST")
 b=$(route_bytes web rec to_backend)
 (( b >= rec1 + got_bytes && b < rec1 + sig_end )) || fail "route bytes to the backend $b, want [$((rec1 + got_bytes)), $((rec1 + sig_end)))"
 note "a clean request on the same listener"
