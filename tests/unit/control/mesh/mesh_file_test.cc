@@ -183,6 +183,10 @@ INSTANTIATE_TEST_SUITE_P(
                 "[[mesh_service]]\nnamespace = \"ns\"\nhostname = \"b\"\nload_balancing = { routing_preference = [\"zon\"] }\n",
                 "mesh.toml:9:42: mesh_service[1].load_balancing.routing_preference[0]: expected one "
                 "of region, zone, subzone, node, cluster, network, got \"zon\" (did you mean 'zone'?)"},
+        BadCase{"wildcard not in the first label",
+                "[[mesh_service]]\nnamespace = \"ns\"\nhostname = \"a.*.example.com\"\n",
+                "mesh.toml:8:12: mesh_service[1].hostname: not a hostname or wildcard hostname "
+                "(\"*.example.com\"): \"a.*.example.com\" ('*' only as the whole first label)"},
         BadCase{"bad policy action", "[[policy]]\nname = \"p\"\nnamespace = \"ns\"\naction = \"reject\"\n",
                 "mesh.toml:9:10: policy[0].action: expected one of allow, deny, got \"reject\""},
         BadCase{"bad match port",

@@ -577,5 +577,39 @@ TEST(HboneResolve, PoliciesOfTheChosenWorkloadAreGlobalItsNamespacesAndItsSelect
   EXPECT_EQ(names(-1), (std::vector<std::string>{"istio-system/global"})) << "no workload: global only";
 }
 
+TEST(HboneResolve, WildcardMeshHostnamesMatchAuthoritiesExactHostnamesFirst) {
+  Fixture f;
+  ctl::Registries reg;
+  // ServiceEntry-style hosts: "*.example.com" and a longer "*.api.example.com", plus an exact
+  // name under both wildcards.
+  auto wide = spec("ext/*.example.com:443", "203.0.113.41", 443, {{"198.51.100.31", 1}});
+  wide.hostname = "*.example.com";
+  auto api = spec("ext/*.api.example.com:443", "203.0.113.42", 443, {{"198.51.100.32", 1}});
+  api.hostname = "*.api.example.com";
+  auto exact = spec("ext/v1.api.example.com:443", "203.0.113.43", 443, {{"198.51.100.33", 1}});
+  exact.hostname = "v1.api.example.com";
+  for (auto* s : {&wide, &api, &exact}) s->endpoints[0].identity = "spiffe://cluster.local/ns/ext/sa/x";
+  auto snap = f.build({wide, api, exact}, reg, 1);
+  ASSERT_NE(snap->host_patterns, nullptr);
+  auto at = [&](const char* authority) {
+    dp::hbone::Authority a;
+    EXPECT_TRUE(dp::hbone::parse_authority(authority, a)) << authority;
+    const auto d = dp::hbone::resolve(*snap, a, 1);
+    return d.kind == dp::hbone::Resolution::Kind::kServed ? d.ip.str() : std::string("-");
+  };
+  EXPECT_EQ(at("shop.example.com:443"), "198.51.100.31");
+  EXPECT_EQ(at("a.b.example.com:443"), "198.51.100.31") << "one or more labels";
+  EXPECT_EQ(at("x.api.example.com:443"), "198.51.100.32") << "the longer suffix wins";
+  EXPECT_EQ(at("v1.api.example.com:443"), "198.51.100.33") << "an exact hostname first";
+  EXPECT_EQ(at("example.com:443"), "-") << "the wildcard needs a label";
+  EXPECT_EQ(dp::hbone::resolve(*snap, [] {
+              dp::hbone::Authority a;
+              dp::hbone::parse_authority("shop.example.com:80", a);
+              return a;
+            }(), 1).kind,
+            dp::hbone::Resolution::Kind::kNoEndpoint)
+      << "a matched service without that port";
+}
+
 }  // namespace
 }  // namespace meshgate
