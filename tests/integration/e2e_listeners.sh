@@ -22,6 +22,16 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/hbone/common.sh"
 require_root
 hbone_python
+# On failure the gateway's non-zero listener / proxy / TCP counters and its open flows go to the
+# log dump too.
+fail() {
+  curl -s --max-time 2 "http://$MG_ADMIN/metrics" 2>/dev/null |
+    grep -E '^meshgate_(listener|signature|proxy|tcp|hbone_origin|drops)' | grep -v ' 0$' \
+    >"$TMP/metrics-at-failure.log" || true
+  curl -s --max-time 2 "http://$MG_ADMIN/flows?limit=50" >"$TMP/flows-at-failure.log" 2>&1 || true
+  echo "FAIL: $*" >&2
+  exit 1
+}
 for t in nginx nghttpx openssl curl; do command -v $t >/dev/null || fail "$t missing (tools/setup.sh)"; done
 N=$MG_SOURCE_DIR/tests/integration/listeners/names.py
 T0=$(date +%s)
@@ -214,6 +224,8 @@ vip = "203.0.113.30"
 port = 80
 match = "host"
 peek_bytes = 1024
+# Far longer than the bounds on resets below: a reset within them is never this time-out.
+peek_timeout_ms = 20000
   [[listener.route]]
   hostnames = ["a.example.com"]
   service = "web-a"
@@ -249,25 +261,25 @@ count() { local -n m=$1; m[$2]=$(( ${m[$2]:-0} + 1 )); }
 # tls_curl VIP NAME BACKEND: curl --resolve NAME:443:VIP trusting only BACKEND's certificate.
 tls_curl() {
   local body
-  body=$(C curl -sS --max-time 10 --cacert "$TMP/certs/$3.pem" --resolve "$2:443:$1" "https://$2/") \
+  body=$(C curl -sS --max-time 20 --cacert "$TMP/certs/$3.pem" --resolve "$2:443:$1" "https://$2/") \
     || fail "curl https://$2/ via $1: no answer from backend-$3"
   [[ $body == "backend-$3" ]] || fail "curl https://$2/ via $1: '$body', want backend-$3"
 }
 # tls_sclient VIP BACKEND ARGS...: the certificate openssl s_client sees is BACKEND's.
 tls_sclient() {
   local vip=$1 b=$2 subj; shift 2
-  subj=$(C timeout 10 openssl s_client -connect "$vip:443" "$@" </dev/null 2>"$TMP/sclient.err" |
+  subj=$(C timeout 20 openssl s_client -connect "$vip:443" "$@" </dev/null 2>"$TMP/sclient.err" |
     openssl x509 -noout -subject 2>/dev/null) || true
   [[ $subj == "subject=CN = backend-$b" ]] || fail "s_client $* via $vip: '$subj', want backend-$b ($(tail -n 2 "$TMP/sclient.err"))"
 }
-# reset_expected WHAT CMD...: CMD (curl, s_client) must fail at once: the gateway resets the
-# connection as soon as it knows, no time-out.
+# reset_expected WHAT CMD...: CMD (curl, s_client) must fail soon: the gateway resets the
+# connection as soon as it knows, no time-out (the bound is loose for a loaded machine).
 reset_expected() {
   local what=$1 out rc=0 t0; shift
   t0=$(date +%s%N)
   out=$("$@" 2>&1 </dev/null) || rc=$?
   (( rc != 0 )) || fail "$what: not reset: $out"
-  (( rc != 28 && rc != 124 && $(date +%s%N) - t0 < 3000000000 )) || fail "$what: timed out (rc $rc): $out"
+  (( rc != 28 && rc != 124 && $(date +%s%N) - t0 < 8000000000 )) || fail "$what: timed out (rc $rc): $out"
   echo "$what: reset (rc $rc: $(tail -n 1 <<<"$out"))"
 }
 
@@ -307,28 +319,28 @@ for _ in $(seq 50); do [[ $(connects) == 2 ]] && break; sleep 0.1; done
 
 note "strict SNI listener (no default): what is reset"
 tls_curl 203.0.113.31 shop.example.com shop; count routed strict/shop
-reset_expected "no route" C curl -sS --max-time 5 -k --resolve nomatch.example.org:443:203.0.113.31 https://nomatch.example.org/
+reset_expected "no route" C curl -sS --max-time 15 -k --resolve nomatch.example.org:443:203.0.113.31 https://nomatch.example.org/
 count rejected strict/no_route
-reset_expected "no SNI" C timeout 5 openssl s_client -connect 203.0.113.31:443 -noservername
+reset_expected "no SNI" C timeout 15 openssl s_client -connect 203.0.113.31:443 -noservername
 count rejected strict/no_name
-C timeout 10 $PY "$N" split 203.0.113.31 443 reset --within 2 'GET / HTTP/1.1\r\nHost: shop.example.com\r\n\r\n' \
+C timeout 20 $PY "$N" split 203.0.113.31 443 reset --within 8 'GET / HTTP/1.1\r\nHost: shop.example.com\r\n\r\n' \
   || fail "not TLS: not reset"
 count rejected strict/malformed
 t0=$(date +%s.%N)
-C timeout 10 $PY "$N" split 203.0.113.31 443 reset '' || fail "silent client: not reset"
+C timeout 20 $PY "$N" split 203.0.113.31 443 reset '' || fail "silent client: not reset"
 t1=$(date +%s.%N)
-$PY -c "import sys; w = $t1 - $t0; print(f'silent client reset after {w:.2f} s'); sys.exit(0 if 0.9 <= w <= 4 else 1)" \
+$PY -c "import sys; w = $t1 - $t0; print(f'silent client reset after {w:.2f} s'); sys.exit(0 if 0.9 <= w <= 6 else 1)" \
   || fail "peek_timeout_ms = 1000 not kept"
 count rejected strict/peek_timeout
-reset_expected "mesh service not in the mesh" C curl -sS --max-time 5 -k --resolve ghost.example.com:443:203.0.113.31 https://ghost.example.com/
+reset_expected "mesh service not in the mesh" C curl -sS --max-time 15 -k --resolve ghost.example.com:443:203.0.113.31 https://ghost.example.com/
 count rejected strict/no_service
-reset_expected "mesh service without endpoints" C curl -sS --max-time 5 -k --resolve empty.example.com:443:203.0.113.31 https://empty.example.com/
+reset_expected "mesh service without endpoints" C curl -sS --max-time 15 -k --resolve empty.example.com:443:203.0.113.31 https://empty.example.com/
 count rejected strict/no_backend
 
 note "Host listener"
 http_get() {  # http_get WANT CURL_ARGS...
   local want=$1 body; shift
-  body=$(C curl -sS --max-time 5 "$@") || fail "curl $*: no answer"
+  body=$(C curl -sS --max-time 20 "$@") || fail "curl $*: no answer"
   [[ $body == "$want" ]] || fail "curl $*: '$body', want '$want'"
 }
 http_get http-shop -H 'Host: a.example.com' http://203.0.113.30/; count routed web/web-a
@@ -341,16 +353,16 @@ note "Host listener: a route to the mesh service (its port 80) over HBONE"
 http_get http-mesh -H 'Host: mesh.example.com' http://203.0.113.30/; count routed web/web.default.svc.cluster.local
 wait_for 5 grep -q '"CONNECT 198.51.100.16:8080 HTTP/2" 200' "$TMP/nghttpx-access.log" \
   || fail "no CONNECT to the pod's port 8080: $(tail -n 3 "$TMP/nghttpx-access.log")"
-reset_expected "Host with no route" C curl -sS --max-time 5 -H 'Host: c.example.com' http://203.0.113.30/
+reset_expected "Host with no route" C curl -sS --max-time 15 -H 'Host: c.example.com' http://203.0.113.30/
 count rejected web/no_route
-C timeout 10 $PY "$N" split 203.0.113.30 80 reset --within 2 'GET / HTTP/1.0\r\nAccept: */*\r\n\r\n' || fail "no Host: not reset"
+C timeout 20 $PY "$N" split 203.0.113.30 80 reset --within 8 'GET / HTTP/1.0\r\nAccept: */*\r\n\r\n' || fail "no Host: not reset"
 count rejected web/no_name
-# peek_bytes = 1024 (peek_timeout_ms 5000: the reset must come long before).
+# peek_bytes = 1024 (the reset must come long before peek_timeout_ms).
 pad=$(printf 'a%.0s' {1..1100})
-C timeout 10 $PY "$N" split 203.0.113.30 80 reset --within 2 --chunk 100 "GET / HTTP/1.1\\r\\nX-Pad: $pad\\r\\n" \
+C timeout 20 $PY "$N" split 203.0.113.30 80 reset --within 8 --chunk 100 "GET / HTTP/1.1\\r\\nX-Pad: $pad\\r\\n" \
   || fail "request head over peek_bytes, 100 bytes per segment: not reset at once"
 count rejected web/peek_limit
-C timeout 10 $PY "$N" split 203.0.113.30 80 reset --within 2 "GET / HTTP/1.1\\r\\nX-Pad: $pad\\r\\n" \
+C timeout 20 $PY "$N" split 203.0.113.30 80 reset --within 8 "GET / HTTP/1.1\\r\\nX-Pad: $pad\\r\\n" \
   || fail "request head over peek_bytes in one segment: not reset at once"
 count rejected web/peek_limit
 
@@ -374,7 +386,7 @@ done
 [[ $(route_bytes web rec to_backend) == "$rec1" && $(route_bytes web rec to_client) == "$REC_ANSWER" ]] || fail "route bytes $(route_bytes web rec to_backend) / $(route_bytes web rec to_client), want $rec1 / $REC_ANSWER"
 
 note "deny signature split across segments, in the request head"
-C timeout 20 $PY "$N" split 203.0.113.30 80 reset --within 2 --chunk 3 --delay 0.02 \
+C timeout 20 $PY "$N" split 203.0.113.30 80 reset --within 8 --chunk 3 --delay 0.02 \
   'GET /search HTTP/1.1\r\nHost: rec.example.com\r\nX-Q: 1 UNION  SELECT password FROM users\r\n\r\n' \
   || fail "signature in the head: not reset"
 # The head is complete only after the signature: the connection never reached the backend.
@@ -382,7 +394,7 @@ sleep 0.5
 [[ $(rec_conns) == 1 ]] || fail "the backend got a connection with the signature: $(cat "$TMP/rec/events")"
 note "deny signature split across segments, in a body after the connection reached its backend"
 POST='POST /q HTTP/1.1\r\nHost: rec.example.com\r\nContent-Length: 38\r\n\r\nid=1 UnIoN\t\t SeLeCt password, 2 FROM u'
-C timeout 20 $PY "$N" split 203.0.113.30 80 reset --within 2 --chunk 3 --delay 0.02 --pause-after-head 0.5 "$POST" \
+C timeout 20 $PY "$N" split 203.0.113.30 80 reset --within 8 --chunk 3 --delay 0.02 --pause-after-head 0.5 "$POST" \
   || fail "signature in the body: not reset"
 wait_for 5 grep -q '^2 ' "$TMP/rec/events" || fail "the backend never saw the POST's head"
 grep -q '^2 198\.51\.100\.2:[0-9]* reset ' "$TMP/rec/events" || fail "the backend's connection was not reset: $(cat "$TMP/rec/events")"
@@ -401,7 +413,7 @@ note "a clean request on the same listener"
 http_get recorder -X POST --data 'q=union of selected items' -H 'Host: rec.example.com' http://203.0.113.30/
 count routed web/rec
 note "[[service.deny]] on a proxy service"
-C timeout 20 $PY "$N" split 203.0.113.22 80 reset --within 2 --chunk 2 --delay 0.02 \
+C timeout 20 $PY "$N" split 203.0.113.22 80 reset --within 8 --chunk 2 --delay 0.02 \
   'POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 20\r\n\r\n1; DROP   TABLE users' || fail "service signature: not reset"
 http_get recorder -H 'Host: x' --data 'drop the table' http://203.0.113.22/
 sleep 0.3
