@@ -19,7 +19,7 @@ bool Proxy::open_inspection(Session* s, uint32_t deny) {
   if (d.inspect_bytes == 0) return true;
   if (s->deny.open(*d.set, arena_, d.inspect_bytes) == names::DenyOpen::kOpened) return true;
   // Fail closed: a connection the signatures cannot see does not pass.
-  count(kPxInspectNoState);
+  count(kPxInspectFailed);
   end(s, true, true);
   return false;
 }
@@ -43,7 +43,12 @@ bool Proxy::inspect(Session* s, rte_mbuf* chain) {
   for (rte_mbuf* m = chain; m != nullptr && s->deny.active(); m = m->next) {
     const int32_t hit = s->deny.scan(d != nullptr ? d->set.get() : nullptr,
                                      rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, scratch);
-    if (hit < 0) continue;
+    if (hit < 0) {
+      if (s->deny.status() != names::DenyStatus::kError) continue;
+      count(kPxInspectFailed);  // fail closed, as when the stream could not open
+      end(s, true, true);
+      return false;
+    }
     count(kPxSignatureBlocked);
     counter_add(deny_counters_[d->stat_ids[uint32_t(hit)]], 1);
     end(s, true, true);

@@ -16,6 +16,8 @@
 # verification; not our code) terminates it toward the pod's http.server: 20 requests on one
 # pooled connection, 20 in parallel, a 32 MiB download by sha256, the CONNECT's headers in
 # nghttpx's log; an endpoint whose certificate is not its workload identity → client reset.
+# A [[listener]] (match = "host") routes a wildcard Host to the mesh service: its pick is the
+# HBONE workload, so the request head the listener read goes first on the HBONE stream.
 # Double hop: an HBONE client's CONNECT to a pod whose workload has tunnel = hbone goes on as a
 # stream of the pooled connection to that pod's nghttpx (4 streams each checked; the impostor
 # pod → 503).
@@ -104,7 +106,14 @@ services = { "demo/impostor.demo.svc.cluster.local" = [{ service_port = 80, targ
 TOML
 deny_policy deny-blocked blocked >>"$TMP/mesh.toml"
 
-hbone_gateway_start
+hbone_gateway_start "" '[[listener]]
+name = "by-host"
+vip = "203.0.113.45"
+port = 80
+match = "host"
+  [[listener.route]]
+  hostnames = ["*.web.example.test"]
+  service = "web.default.svc.cluster.local"'
 wait_for 10 ip netns exec "$BE" bash -c "echo >/dev/tcp/127.0.0.1/7000" || fail "echo backend down"
 
 client() {  # client IDENT ARGS...
@@ -205,6 +214,22 @@ set -e
 [[ $(metric meshgate_hbone_originated_total) == 43 ]] || fail "originated != 43"
 [[ $(metric meshgate_hbone_origin_streams_total) == 42 ]] || fail "origin_streams != 42"
 [[ $(metric meshgate_hbone_origin_client_resets_total) == 2 ]] || fail "clients reset: $(metric meshgate_hbone_origin_client_resets_total), want 2 (the impostor's, the non-200)"
+
+note "a listener routes by Host to the mesh service: over HBONE to its workload"
+for ((k = 0; k < 5; ++k)); do
+  body=$(C curl -sS --max-time 10 -H "Host: www$k.web.example.test" http://203.0.113.45/id.txt) ||
+    fail "listener curl #$k"
+  [[ $body == "hello over hbone" ]] || fail "listener curl #$k: body '$body'"
+done
+[[ $(metric meshgate_hbone_originated_total) == 48 ]] || fail "originated != 48 after the listener's 5"
+[[ $(metric 'meshgate_listener_connections_total{listener="by-host",outcome="routed"}') == 5 ]] ||
+  fail "listener routed != 5"
+set +e
+out=$(C curl -sS --max-time 10 -H "Host: web.example.test" http://203.0.113.45/id.txt 2>&1); rc=$?
+set -e
+[[ $rc != 0 ]] || fail "a Host no route matches must be reset: $out"
+[[ $(metric 'meshgate_listener_rejected_total{listener="by-host",reason="no_route"}') == 1 ]] ||
+  fail "listener no_route != 1"
 
 note "double hop: CONNECT to an HBONE pod goes on over HBONE to its port 15008"
 out=$(client demo.client streams --n 4 --bytes 100000 --authority 198.51.100.12:7002) || fail "double hop: $out"

@@ -85,7 +85,7 @@ default_service = "fallback"
   hostnames = ["*.example.com"]
   service = "wild"
   [[listener.route]]
-  hostnames = ["~api[0-9]+\\.example\\.org"]
+  hostnames = ["~^api[0-9]+\\.example\\.org$"]  # anchors are allowed (and implied)
   service = "api"
 
 [[listener]]

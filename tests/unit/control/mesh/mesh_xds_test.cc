@@ -451,6 +451,19 @@ TEST(XdsBackoffTest, QuickReconnectOnlyForTheSpecsStatuses) {
   EXPECT_FALSE(xds_quick_reconnect(7, ""));
 }
 
+TEST(XdsResources, WildcardServiceHostnamesAreCheckedLikeListenerHostnames) {
+  istio::workload::Service p;
+  p.set_namespace_("ext");
+  p.set_hostname("*.example.com");  // ServiceEntry style: HBONE authorities match it
+  EXPECT_TRUE(service_from_proto(p).ok());
+  p.set_hostname("a.*.example.com");
+  auto bad = service_from_proto(p);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("a.*.example.com"), std::string::npos) << bad.error().message;
+  p.set_hostname("~.*");
+  EXPECT_FALSE(service_from_proto(p).ok()) << "a regex is not a mesh hostname";
+}
+
 TEST(XdsOptionsTest, DefaultNodeIdIsZtunnelStyle) {
   unsetenv("INSTANCE_IP");
   setenv("POD_NAME", "gw-0", 1);
