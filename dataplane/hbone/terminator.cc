@@ -11,7 +11,6 @@
 #include "dataplane/hbone/gateway_parts.h"
 #include "dataplane/hbone/resolve.h"
 #include "dataplane/lb/lb.h"
-#include "dataplane/names/scratch_set.h"
 #include "dataplane/packet/wire.h"
 #include "dataplane/policy/policy.h"
 #include "dataplane/snapshot/snapshot.h"
@@ -163,9 +162,7 @@ Resolution Gateway::resolve(const Authority& a) {
   // service's endpoints the way separate connections would.
   const uint32_t h = lb_flow_hash(c->peer, c->local, htons(c->peer_port), htons(++c->requests),
                                   kProtoTcp);
-  hs_scratch_t* scratch =
-      snap_->name_scratch != nullptr ? snap_->name_scratch->for_worker(worker_) : nullptr;
-  return hbone::resolve(*snap_, a, h, scratch).resolution();
+  return hbone::resolve(*snap_, a, h, snap_->name_scratch_for(worker_)).resolution();
 }
 
 bool Gateway::authorize(std::string_view peer_id, const Resolution& dst) {

@@ -2,11 +2,8 @@
 // a deny set streams its client's first inspect_bytes through Hyperscan (names::DenyStream, its
 // state a block of the worker's arena); a match resets both sides before the bytes that
 // completed it reach the backend.
-#include <arpa/inet.h>
 #include <rte_mbuf.h>
 
-#include "dataplane/names/scratch_set.h"
-#include "dataplane/packet/wire.h"
 #include "dataplane/proxy/proxy.h"
 #include "dataplane/snapshot/snapshot.h"
 #include "dataplane/worker/counters.h"
@@ -29,17 +26,12 @@ bool Proxy::inspect(Session* s, rte_mbuf* chain) {
   // configuration changed) stops inspecting (DenyStream::scan).
   tcp::TcpConnInfo ci;
   const SnapDeny* d = nullptr;
-  if (snap_ != nullptr && stack_.info(s->conn[0], &ci)) {
-    const SnapService* svc =
-        snap_->find_service(ci.tuple.local, htons(ci.tuple.local_port), kProtoTcp);
-    const uint32_t deny = svc == nullptr           ? 0
-                          : svc->listener != 0 ? snap_->listeners[svc->listener - 1].deny
-                                               : svc->deny;
+  const SnapService* svc = stack_.info(s->conn[0], &ci) ? entry_of(ci.tuple) : nullptr;
+  if (svc != nullptr) {
+    const uint32_t deny = svc->listener != 0 ? snap_->listeners[svc->listener - 1].deny : svc->deny;
     if (deny != 0) d = &snap_->deny_sets[deny - 1];
   }
-  hs_scratch_t* scratch =
-      snap_ != nullptr && snap_->name_scratch != nullptr ? snap_->name_scratch->for_worker(d_.worker)
-                                                         : nullptr;
+  hs_scratch_t* scratch = snap_ != nullptr ? snap_->name_scratch_for(d_.worker) : nullptr;
   for (rte_mbuf* m = chain; m != nullptr && s->deny.active(); m = m->next) {
     const int32_t hit = s->deny.scan(d != nullptr ? d->set.get() : nullptr,
                                      rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, scratch);

@@ -3,22 +3,18 @@
 // the name is extracted from them (TLS ClientHello server_name, HTTP/1.x Host), the listener's
 // matcher picks the route, the route's service picks the backend with its Maglev table, and the
 // held bytes go first to the backend (or into the HBONE stream) before the splice takes over.
-#include <arpa/inet.h>
 #include <rte_mbuf.h>
 
-#include "dataplane/lb/lb.h"
 #include "dataplane/names/name_extract.h"
 #include "dataplane/names/name_matcher.h"
-#include "dataplane/names/scratch_set.h"
-#include "dataplane/packet/wire.h"
 #include "dataplane/proxy/proxy.h"
 #include "dataplane/snapshot/snapshot.h"
-#include "dataplane/stack/stack_host.h"
 #include "dataplane/worker/counters.h"
 
 namespace meshgate::dp {
 
 using tcp::TcpConnId;
+using tcp::TcpTuple;
 
 namespace {
 constexpr int kClient = 0;
@@ -52,9 +48,8 @@ void Proxy::peek(Session* s, bool fin) {
   const TcpConnId c = s->conn[kClient];
   tcp::TcpConnInfo ci;
   if (!stack_.info(c, &ci)) return;
-  const SnapService* svc =
-      snap_ != nullptr ? snap_->find_service(ci.tuple.local, htons(ci.tuple.local_port), kProtoTcp)
-                       : nullptr;
+  const TcpTuple t = ci.tuple;
+  const SnapService* svc = entry_of(t);
   if (svc == nullptr || svc->listener == 0) {
     count(kPxRefusedNoService);  // the listener left the configuration
     end(s, true, false);
@@ -115,28 +110,25 @@ void Proxy::peek(Session* s, bool fin) {
       if (l.default_route < 0) {
         reject(s, kLsNoName);
       } else {
-        route(s, l, l.default_route, kLsDefaulted);
+        route(s, t, l, l.default_route, kLsDefaulted);
       }
       return;
     case names::Extract::kFound:
       break;
   }
-  int32_t match = -1;
-  if (l.names != nullptr) {
-    hs_scratch_t* scratch =
-        snap_->name_scratch != nullptr ? snap_->name_scratch->for_worker(d_.worker) : nullptr;
-    match = l.names->match(name.view(), scratch);
-  }
+  const int32_t match =
+      l.names != nullptr ? l.names->match(name.view(), snap_->name_scratch_for(d_.worker)) : -1;
   if (match >= 0) {
-    route(s, l, int32_t(l.pattern_route[uint32_t(match)]), kLsRouted);
+    route(s, t, l, int32_t(l.pattern_route[uint32_t(match)]), kLsRouted);
   } else if (l.default_route >= 0) {
-    route(s, l, l.default_route, kLsDefaulted);
+    route(s, t, l, l.default_route, kLsDefaulted);
   } else {
     reject(s, kLsNoRoute);
   }
 }
 
-void Proxy::route(Session* s, const SnapListener& l, int32_t ri, ListenerCounter why) {
+void Proxy::route(Session* s, const TcpTuple& t, const SnapListener& l, int32_t ri,
+                  ListenerCounter why) {
   const SnapRoute& r = l.routes[uint32_t(ri)];
   if (r.service < 0) {
     reject(s, kLsNoService);
@@ -148,9 +140,6 @@ void Proxy::route(Session* s, const SnapListener& l, int32_t ri, ListenerCounter
     reject(s, kLsNoBackend);
     return;
   }
-  tcp::TcpConnInfo ci;
-  if (!stack_.info(s->conn[kClient], &ci)) return;
-  const tcp::TcpTuple& t = ci.tuple;
   lcount(l.stat_id, why);
   if (why != kLsRouted) lcount(l.stat_id, kLsRouted);
   s->peeking = false;
@@ -160,10 +149,8 @@ void Proxy::route(Session* s, const SnapListener& l, int32_t ri, ListenerCounter
   // tunnelled stream is the originator's).
   if (!open_inspection(s, l.deny)) return;
   if (s->deny.active() && !inspect(s, s->pending[kClient])) return;
-  const uint32_t h = lb_flow_hash(t.remote, t.local, htons(t.remote_port), htons(t.local_port),
-                                  kProtoTcp);
-  const SnapBackend& be =
-      snap_->backends[svc.first_backend + lb_lookup(svc.table, svc.table_size, h)];
+  uint32_t h = 0;
+  const SnapBackend& be = pick(svc, t, &h);
   if (be.tunnel == Tunnel::kHbone && originate_ != nullptr) {
     // The originator takes the client connection and the bytes read so far.
     count(kPxHboneOriginated);

@@ -123,10 +123,7 @@ bool Proxy::accept(void* ctx, const TcpTuple& t, tcp::TcpEventFn* fn, void** use
     p->count(kPxRefusedDraining);
     return false;
   }
-  const SnapService* svc = p->snap_ != nullptr
-                               ? p->snap_->find_service(t.local, htons(t.local_port), kProtoTcp)
-                               : nullptr;
-  if (svc == nullptr || svc->mode != Mode::kProxy) {
+  if (p->entry_of(t) == nullptr) {
     p->count(kPxRefusedNoService);
     return false;
   }
@@ -183,9 +180,8 @@ void Proxy::start_session(TcpConnId c) {
   tcp::TcpConnInfo ci;
   if (!stack_.info(c, &ci)) return;
   const TcpTuple& t = ci.tuple;  // local: the VIP, remote: the client
-  const SnapService* svc =
-      snap_ != nullptr ? snap_->find_service(t.local, htons(t.local_port), kProtoTcp) : nullptr;
-  if (svc == nullptr || svc->mode != Mode::kProxy) {
+  const SnapService* svc = entry_of(t);
+  if (svc == nullptr) {
     count(kPxRefusedNoService);
     stack_.abort(c);
     return;
@@ -200,11 +196,8 @@ void Proxy::start_session(TcpConnId c) {
     stack_.abort(c);
     return;
   }
-  // The same flow hash as the packet modes, so a service keeps its spread when its mode changes.
-  const uint32_t h = lb_flow_hash(t.remote, t.local, htons(t.remote_port), htons(t.local_port),
-                                  kProtoTcp);
-  const SnapBackend& be =
-      snap_->backends[svc->first_backend + lb_lookup(svc->table, svc->table_size, h)];
+  uint32_t h = 0;
+  const SnapBackend& be = pick(*svc, t, &h);
   if (be.tunnel == Tunnel::kHbone && originate_ != nullptr) {
     count(kPxHboneOriginated);
     originate_(originate_ctx_, c, *svc, be, nullptr, nullptr);  // the originator owns it now
@@ -213,6 +206,18 @@ void Proxy::start_session(TcpConnId c) {
   Session* s = open_session(c);
   if (s == nullptr || !open_inspection(s, svc->deny)) return;
   connect_backend(s, t, *svc, be, h);
+}
+
+const SnapService* Proxy::entry_of(const TcpTuple& t) const {
+  const SnapService* svc =
+      snap_ != nullptr ? snap_->find_service(t.local, htons(t.local_port), kProtoTcp) : nullptr;
+  return svc != nullptr && svc->mode == Mode::kProxy ? svc : nullptr;
+}
+
+const SnapBackend& Proxy::pick(const SnapService& svc, const TcpTuple& t, uint32_t* h) const {
+  // The same flow hash as the packet modes, so a service keeps its spread when its mode changes.
+  *h = lb_flow_hash(t.remote, t.local, htons(t.remote_port), htons(t.local_port), kProtoTcp);
+  return snap_->backends[svc.first_backend + lb_lookup(svc.table, svc.table_size, *h)];
 }
 
 Proxy::Session* Proxy::open_session(TcpConnId c) {

@@ -200,6 +200,11 @@ class Proxy {
   static void on_idle(tcp::Timer* t, void* ctx);
 
   void start_session(tcp::TcpConnId client);
+  // The proxy-mode entry (a proxy service or a listener) at the local address and port of
+  // connection tuple `t` in the current snapshot, or nullptr.
+  const SnapService* entry_of(const tcp::TcpTuple& t) const;
+  // `svc`'s Maglev choice (it has a table) for the client of `t`; *h gets the flow hash.
+  const SnapBackend& pick(const SnapService& svc, const tcp::TcpTuple& t, uint32_t* h) const;
   // A session for the established client `c` (its events come to the session from now on);
   // nullptr when the table is full (the client is reset, counted).
   Session* open_session(tcp::TcpConnId c);
@@ -210,7 +215,9 @@ class Proxy {
   // listener.cc: a listener's connection, from accept to routing.
   void start_peek(tcp::TcpConnId client, const SnapService& svc);
   void peek(Session* s, bool fin);
-  void route(Session* s, const SnapListener& l, int32_t route, ListenerCounter why);
+  // Sends the session of client tuple `t` on by route `route` of `l`, counted as `why`.
+  void route(Session* s, const tcp::TcpTuple& t, const SnapListener& l, int32_t route,
+             ListenerCounter why);
   void reject(Session* s, ListenerCounter why);
   // deny.cc: starts inspecting a session's client bytes when `deny` (1 + index into the
   // snapshot's deny_sets) is set; false when it could not (the session ended, counted).

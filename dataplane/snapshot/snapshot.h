@@ -24,6 +24,8 @@
 struct rte_lpm;
 struct rte_lpm6;
 
+struct hs_scratch;
+
 namespace meshgate::dp {
 
 namespace names {
@@ -296,6 +298,10 @@ struct Snapshot {
   // thread; empty without a usable certificate. A connection keeps the context it started with
   // (shared_ptr) when a renewal publishes new ones.
   std::vector<std::shared_ptr<const tls::Context>> tls_contexts;
+
+  // Worker `worker`'s Hyperscan scratch for this snapshot's databases (name_scratch), or
+  // nullptr when it has none.
+  hs_scratch* name_scratch_for(uint32_t worker) const;
 
   const std::string& identity_of(const SnapBackend& b) const {
     static const std::string kNone;
