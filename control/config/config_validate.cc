@@ -413,28 +413,40 @@ class Validator {
                        [&](const IpAddr& a) { return a.is_v4() == v4; });
   }
 
+  // A name (check_name) not used before in `names` (name -> key of its first use); `what`:
+  // "service", "listener".
+  void check_unique_name(const std::string& key, const std::string& name, const std::string& what,
+                         std::map<std::string, std::string>& names) {
+    check_name(key, name, ("a " + what + " name").c_str());
+    if (bad(key) || name.empty()) return;
+    if (auto [it, fresh] = names.emplace(name, key); !fresh) {
+      error(key, "duplicate " + what + " name " + quoted(name) + " (first defined at " +
+                     where(at(it->second)) + ")");
+    }
+  }
+
+  // A VIP at `key` a `who` ("service", "listener") may take: unicast, not a port's own
+  // address. False when the parser already reported it (its value is a placeholder).
+  bool check_vip(const std::string& key, const IpAddr& vip, const char* who) {
+    if (bad(key)) return false;
+    if (const char* why = unusable_vip(vip)) {
+      error(key, "not a usable VIP: " + vip.str() + " (" + why + ")");
+    } else if (const PortConfig* owner = ports_known() ? local_owner(vip) : nullptr) {
+      error(key, "VIP " + vip.str() + " is a local address of port " + quoted(owner->name) +
+                     " (the gateway answers it itself; give the " + who +
+                     " an address of its own)");
+    }
+    return true;
+  }
+
   void check_services() {
     std::map<std::string, std::string> names;  // name -> key of the first use
     std::map<std::tuple<IpAddr, uint16_t, L4Proto>, size_t> vips;
     for (size_t i = 0; i < c_.services.size(); ++i) {
       const ServiceConfig& s = c_.services[i];
       const std::string k = indexed("service", i);
-      check_name(k + ".name", s.name, "a service name");
-      if (!bad(k + ".name") && !s.name.empty()) {
-        if (auto [it, fresh] = names.emplace(s.name, k + ".name"); !fresh) {
-          error(k + ".name", "duplicate service name " + quoted(s.name) + " (first defined at " +
-                                 where(at(it->second)) + ")");
-        }
-      }
-      const bool vip_ok = !bad(k + ".vip");
-      if (const char* why = vip_ok ? unusable_vip(s.vip) : nullptr) {
-        error(k + ".vip", "not a usable VIP: " + s.vip.str() + " (" + why + ")");
-      } else if (const PortConfig* owner = vip_ok && ports_known() ? local_owner(s.vip)
-                                                                    : nullptr) {
-        error(k + ".vip", "VIP " + s.vip.str() + " is a local address of port " +
-                              quoted(owner->name) + " (the gateway answers it itself; give the "
-                              "service an address of its own)");
-      }
+      check_unique_name(k + ".name", s.name, "service", names);
+      const bool vip_ok = check_vip(k + ".vip", s.vip, "service");
       check_range(k + ".port", s.port, kL4PortSpec);
       const bool port_ok = !bad(k + ".port") && s.port != 0;
       if (vip_ok && port_ok && !bad(k + ".protocol")) {
@@ -527,21 +539,8 @@ class Validator {
     for (size_t i = 0; i < c_.listeners.size(); ++i) {
       const ListenerConfig& l = c_.listeners[i];
       const std::string k = indexed("listener", i);
-      check_name(k + ".name", l.name, "a listener name");
-      if (!bad(k + ".name") && !l.name.empty()) {
-        if (auto [it, fresh] = names.emplace(l.name, k + ".name"); !fresh) {
-          error(k + ".name", "duplicate listener name " + quoted(l.name) +
-                                 " (first defined at " + where(at(it->second)) + ")");
-        }
-      }
-      const bool vip_ok = !bad(k + ".vip");
-      if (const char* why = vip_ok ? unusable_vip(l.vip) : nullptr) {
-        error(k + ".vip", "not a usable VIP: " + l.vip.str() + " (" + why + ")");
-      } else if (const PortConfig* owner = vip_ok && ports_known() ? local_owner(l.vip)
-                                                                    : nullptr) {
-        error(k + ".vip", "VIP " + l.vip.str() + " is a local address of port " +
-                              quoted(owner->name) + " (give the listener an address of its own)");
-      }
+      check_unique_name(k + ".name", l.name, "listener", names);
+      const bool vip_ok = check_vip(k + ".vip", l.vip, "listener");
       check_range(k + ".port", l.port, kL4PortSpec);
       if (vip_ok && !bad(k + ".port") && l.port != 0) {
         if (auto [it, fresh] = taken.emplace(std::pair{l.vip, l.port}, k); !fresh) {

@@ -117,9 +117,9 @@ void add_listener_metrics(Admin& admin, const std::vector<const dp::Worker*>& vi
              "listener connections: accepted, routed (a service with a backend was chosen), "
              "defaulted (routed to default_service), client_closed (before the name was read)");
     for (const dp::SnapListener& l : snap->listeners) {
+      const dp::ListenerCounters lc = listener_totals(views, l.stat_id);
       for (uint32_t c : {dp::kLsAccepted, dp::kLsRouted, dp::kLsDefaulted, dp::kLsClientClosed}) {
-        w.sample({{"listener", l.name}, {"outcome", dp::kListenerCounterNames[c]}},
-                 listener_totals(views, l.stat_id).v[c]);
+        w.sample({{"listener", l.name}, {"outcome", dp::kListenerCounterNames[c]}}, lc.v[c]);
       }
     }
     w.family("meshgate_listener_rejected_total", MetricType::kCounter,
@@ -130,23 +130,13 @@ void add_listener_metrics(Admin& admin, const std::vector<const dp::Worker*>& vi
         w.sample({{"listener", l.name}, {"reason", dp::kListenerCounterNames[c]}}, lc.v[c]);
       }
     }
-    auto route_labels = [&](const dp::SnapListener& l, uint32_t i) {
-      const dp::SnapRoute& r = l.routes[i];
-      std::string service;
-      if (r.service >= 0) {
-        const dp::SnapService& s = snap->services[uint32_t(r.service)];
-        service = s.hostname.empty() ? s.name : s.hostname;
-      }
-      const std::string route = int32_t(i) == l.default_route ? "default" : std::to_string(i);
-      return std::pair{route, service};
-    };
     w.family("meshgate_listener_route_connections_total", MetricType::kCounter,
              "connections a listener route sent on (route: its index in the listener, or "
              "\"default\")");
     for (const dp::SnapListener& l : snap->listeners) {
       for (uint32_t i = 0; i < l.routes.size(); ++i) {
-        const auto [route, service] = route_labels(l, i);
-        w.sample({{"listener", l.name}, {"route", route}, {"service", service}},
+        const RouteNames n = route_names(*snap, l, i);
+        w.sample({{"listener", l.name}, {"route", n.route}, {"service", n.service}},
                  route_totals(views, l.routes[i].stat_id).connections);
       }
     }
@@ -154,12 +144,12 @@ void add_listener_metrics(Admin& admin, const std::vector<const dp::Worker*>& vi
              "payload bytes of a listener route's connections, by direction");
     for (const dp::SnapListener& l : snap->listeners) {
       for (uint32_t i = 0; i < l.routes.size(); ++i) {
-        const auto [route, service] = route_labels(l, i);
+        const RouteNames n = route_names(*snap, l, i);
         const dp::RouteCounters rc = route_totals(views, l.routes[i].stat_id);
-        w.sample({{"listener", l.name}, {"route", route}, {"service", service},
+        w.sample({{"listener", l.name}, {"route", n.route}, {"service", n.service},
                   {"direction", "to_backend"}},
                  rc.bytes_to_backend);
-        w.sample({{"listener", l.name}, {"route", route}, {"service", service},
+        w.sample({{"listener", l.name}, {"route", n.route}, {"service", n.service},
                   {"direction", "to_client"}},
                  rc.bytes_to_client);
       }

@@ -34,6 +34,25 @@ int32_t route_target(const dp::Snapshot& snap,
   return -1;
 }
 
+// The matcher of `patterns` from the cache, compiled when it is not there; `what` names them in
+// an error (the config validator compiles the same patterns: a failure here is a mesh's).
+Result<std::shared_ptr<const dp::names::NameMatcher>> cached_matcher(
+    const std::vector<std::string>& patterns, const std::string& what, NameCache& cache) {
+  const std::string key = joined(patterns);
+  auto it = cache.matchers.find(key);
+  if (it == cache.matchers.end()) {
+    auto m = compile_names(patterns);
+    if (!m) {
+      const uint32_t i = m.error().index;
+      return Error{what + (i < patterns.size() ? " (" + patterns[i] + ")" : "") + ": " +
+                   m.error().message};
+    }
+    it = cache.matchers.emplace(key, std::move(m.value())).first;
+  }
+  cache.used.insert(key);
+  return it->second;
+}
+
 }  // namespace
 
 Result<uint32_t> add_deny_set(const std::vector<std::string>& patterns, uint32_t inspect_bytes,
@@ -95,20 +114,9 @@ Result<bool> add_listeners(const Config& cfg, NameCache& cache, AddrRegistry& ad
       l.routes.push_back(sr);
     }
     if (!patterns.empty()) {
-      const std::string key = joined(patterns);
-      auto it = cache.matchers.find(key);
-      if (it == cache.matchers.end()) {
-        auto m = compile_names(patterns);
-        if (!m) {
-          const uint32_t i = m.error().index;
-          return Error{"listener " + lc.name + ": hostnames" +
-                       (i < patterns.size() ? " (" + patterns[i] + ")" : "") + ": " +
-                       m.error().message};
-        }
-        it = cache.matchers.emplace(key, std::move(m.value())).first;
-      }
-      cache.used.insert(key);
-      l.names = it->second;
+      auto m = cached_matcher(patterns, "listener " + lc.name + ": hostnames", cache);
+      if (!m) return m.error();
+      l.names = std::move(m.value());
     }
     std::vector<std::string> deny;
     for (const DenyConfig& d : lc.deny) deny.push_back(d.pattern);
@@ -142,15 +150,9 @@ Result<bool> add_host_patterns(NameCache& cache, dp::Snapshot* snap) {
   }
   if (patterns.empty()) return true;
   std::sort(patterns.begin(), patterns.end());  // the map's order is not the cache key's
-  const std::string key = joined(patterns);
-  auto it = cache.matchers.find(key);
-  if (it == cache.matchers.end()) {
-    auto m = compile_names(patterns);
-    if (!m) return Error{"mesh wildcard hostnames: " + m.error().message};
-    it = cache.matchers.emplace(key, std::move(m.value())).first;
-  }
-  cache.used.insert(key);
-  snap->host_patterns = it->second;
+  auto m = cached_matcher(patterns, "mesh wildcard hostnames", cache);
+  if (!m) return m.error();
+  snap->host_patterns = std::move(m.value());
   snap->host_pattern_names = std::move(patterns);
   return true;
 }
@@ -166,15 +168,14 @@ Result<bool> finish_names(uint32_t workers, NameCache& cache, dp::Snapshot* snap
   for (const dp::SnapDeny& d : snap->deny_sets) dbs.push_back(d.set->database());
   // Compared by address: the last build's databases are alive (in the cache and the published
   // snapshot) until after this comparison, so no new database can have one of their addresses.
-  const std::vector<const void*> ids(dbs.begin(), dbs.end());
   if (dbs.empty()) {
     cache.scratch.reset();
-  } else if (ids != cache.scratch_dbs || !cache.scratch) {
+  } else if (dbs != cache.scratch_dbs || !cache.scratch) {
     auto s = make_scratch_set(dbs, workers);
     if (!s) return s.error();
     cache.scratch = std::move(s.value());
   }
-  cache.scratch_dbs = ids;
+  cache.scratch_dbs = std::move(dbs);
   snap->name_scratch = cache.scratch;
   std::erase_if(cache.matchers, [&](const auto& kv) { return !cache.used.contains(kv.first); });
   std::erase_if(cache.deny_sets, [&](const auto& kv) { return !cache.used.contains(kv.first); });

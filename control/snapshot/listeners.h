@@ -5,6 +5,8 @@
 // scratch set is remade only when the set of databases changes. Control thread only.
 #pragma once
 
+#include <hs/hs_common.h>
+
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -30,7 +32,7 @@ struct NameCache {
   // Keys of the two maps used by the build in progress (the rest is dropped at its end).
   std::unordered_set<std::string> used;
   // The databases `scratch` was made for, in snapshot order.
-  std::vector<const void*> scratch_dbs;
+  std::vector<const hs_database_t*> scratch_dbs;
   std::shared_ptr<const dp::names::ScratchSet> scratch;
 };
 

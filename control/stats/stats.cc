@@ -61,6 +61,16 @@ uint64_t deny_totals(const std::vector<const dp::Worker*>& workers, uint32_t sta
   return n;
 }
 
+RouteNames route_names(const dp::Snapshot& snap, const dp::SnapListener& l, uint32_t i) {
+  RouteNames n;
+  n.route = int32_t(i) == l.default_route ? "default" : std::to_string(i);
+  if (const int32_t si = l.routes[i].service; si >= 0) {
+    const dp::SnapService& s = snap.services[uint32_t(si)];
+    n.service = s.hostname.empty() ? s.name : s.hostname;
+  }
+  return n;
+}
+
 ProxyTotals proxy_totals(const std::vector<const dp::Worker*>& workers) {
   ProxyTotals t;
   for (const auto* w : workers) {
@@ -276,15 +286,10 @@ nlohmann::json stats_json(const std::vector<const dp::Worker*>& workers,
       lj["rejected"] = rejected;
       nlohmann::json routes = nlohmann::json::array();
       for (uint32_t i = 0; i < l.routes.size(); ++i) {
-        const dp::SnapRoute& r = l.routes[i];
-        const dp::RouteCounters rc = route_totals(workers, r.stat_id);
-        std::string service;
-        if (r.service >= 0) {
-          const dp::SnapService& rs = snap->services[uint32_t(r.service)];
-          service = rs.hostname.empty() ? rs.name : rs.hostname;
-        }
-        routes.push_back({{"route", int32_t(i) == l.default_route ? "default" : std::to_string(i)},
-                          {"service", service},
+        const dp::RouteCounters rc = route_totals(workers, l.routes[i].stat_id);
+        const RouteNames names = route_names(*snap, l, i);
+        routes.push_back({{"route", names.route},
+                          {"service", names.service},
                           {"connections", rc.connections},
                           {"bytes_to_backend", rc.bytes_to_backend},
                           {"bytes_to_client", rc.bytes_to_client}});

@@ -74,6 +74,13 @@ dp::BackendCounters backend_totals(const std::vector<const dp::Worker*>& workers
 dp::ListenerCounters listener_totals(const std::vector<const dp::Worker*>& workers, uint32_t stat_id);
 dp::RouteCounters route_totals(const std::vector<const dp::Worker*>& workers, uint32_t stat_id);
 uint64_t deny_totals(const std::vector<const dp::Worker*>& workers, uint32_t stat_id);
+// How route `i` of listener `l` is named in stats and metrics: its index in the listener (or
+// "default"), and its service's name (a mesh service's hostname; "" when not in `snap`).
+struct RouteNames {
+  std::string route;
+  std::string service;
+};
+RouteNames route_names(const dp::Snapshot& snap, const dp::SnapListener& l, uint32_t i);
 
 // The stats JSON (--stats-json and GET /stats, README.md "Admin API and meshgate-ctl"), with a "ports" array of `ports`.
 nlohmann::json stats_json(const std::vector<const dp::Worker*>& workers,
