@@ -148,6 +148,9 @@ AdminReply Admin::answer(QueryKind kind) {
     case QueryKind::kBgp:
       if (!bgp_source_) return text_reply(404, "BGP is not configured (no [bgp] table)");
       return json_reply(bgp_source_());
+    case QueryKind::kFlowRules:
+      if (!flow_rules_source_) return text_reply(404, "no ports: no rte_flow rules (pcap replay)");
+      return json_reply(flow_rules_source_());
   }
   return text_reply(500, "unknown query");
 }

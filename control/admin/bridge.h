@@ -27,7 +27,7 @@
 
 namespace meshgate::ctl {
 
-enum class QueryKind : uint8_t { kHealth, kStats, kMetrics, kConfigDump, kFlows, kBgp };
+enum class QueryKind : uint8_t { kHealth, kStats, kMetrics, kConfigDump, kFlows, kBgp, kFlowRules };
 
 struct AdminReply {
   int status = 200;

@@ -210,6 +210,7 @@ constexpr const char* kIndex =
     "  GET  /config_dump   services, endpoints, routes, neighbors as JSON\n"
     "  GET  /flows?limit=N flows of every worker as JSON (N 1..100000, default 100)\n"
     "  GET  /bgp           BGP sessions and announced VIPs as JSON ([bgp])\n"
+    "  GET  /flow_rules    rte_flow rules per port, installed or refused and why, as JSON\n"
     "  POST /drain         refuse new flows, exit once established flows closed\n";
 
 }  // namespace
@@ -288,6 +289,7 @@ void AdminServer::routes() {
   s.Get("/metrics", query(QueryKind::kMetrics));
   s.Get("/config_dump", query(QueryKind::kConfigDump));
   s.Get("/bgp", query(QueryKind::kBgp));
+  s.Get("/flow_rules", query(QueryKind::kFlowRules));
   s.Get("/flows", [&b](const httplib::Request& req, httplib::Response& res) {
     uint32_t limit = kDefaultFlowsLimit;
     if (req.has_param("limit")) {

@@ -1,101 +1,95 @@
 #include "control/flowsteer/flowsteer.h"
 
-#include <rte_flow.h>
-
-#include <cstring>
+#include <array>
 
 #include "control/common/log.h"
 
 namespace meshgate::ctl {
 namespace {
 
-// One rule: packets of `proto` to `addr` whose destination port has residue `queue` under
-// `mask` go to RX queue `queue`.
-int make_rule(uint16_t port_id, const IpAddr& addr, uint8_t proto, uint16_t mask, uint16_t queue,
-              bool create, rte_flow** out, rte_flow_error* err) {
-  rte_flow_attr attr{};
-  attr.ingress = 1;
-  rte_flow_item pattern[4] = {};
-  rte_flow_item_ipv4 ip4{}, ip4_mask{};
-  rte_flow_item_ipv6 ip6{}, ip6_mask{};
-  rte_flow_item_tcp tcp{}, tcp_mask{};
-  rte_flow_item_udp udp{}, udp_mask{};
-  pattern[0].type = RTE_FLOW_ITEM_TYPE_ETH;
-  if (addr.is_v4()) {
-    std::memcpy(&ip4.hdr.dst_addr, addr.v4_ptr(), 4);
-    ip4_mask.hdr.dst_addr = 0xffffffff;
-    pattern[1] = {RTE_FLOW_ITEM_TYPE_IPV4, &ip4, nullptr, &ip4_mask};
-  } else {
-    std::memcpy(ip6.hdr.dst_addr, addr.b, 16);
-    std::memset(ip6_mask.hdr.dst_addr, 0xff, 16);
-    pattern[1] = {RTE_FLOW_ITEM_TYPE_IPV6, &ip6, nullptr, &ip6_mask};
+// "fullnat_steer=8 block_source=2", or "none".
+std::string kinds_text(const std::array<uint32_t, kFlowRuleKinds>& n) {
+  std::string t;
+  for (uint32_t k = 0; k < kFlowRuleKinds; ++k) {
+    if (n[k] == 0) continue;
+    if (!t.empty()) t += ' ';
+    t += std::string(flow_rule_kind_name(FlowRuleKind(k))) + "=" + std::to_string(n[k]);
   }
-  const rte_be16_t port_spec = rte_cpu_to_be_16(queue), port_mask = rte_cpu_to_be_16(mask);
-  if (proto == 6) {
-    tcp.hdr.dst_port = port_spec;
-    tcp_mask.hdr.dst_port = port_mask;
-    pattern[2] = {RTE_FLOW_ITEM_TYPE_TCP, &tcp, nullptr, &tcp_mask};
-  } else {
-    udp.hdr.dst_port = port_spec;
-    udp_mask.hdr.dst_port = port_mask;
-    pattern[2] = {RTE_FLOW_ITEM_TYPE_UDP, &udp, nullptr, &udp_mask};
-  }
-  pattern[3].type = RTE_FLOW_ITEM_TYPE_END;
-  rte_flow_action_queue q{queue};
-  rte_flow_action actions[2] = {};
-  actions[0] = {RTE_FLOW_ACTION_TYPE_QUEUE, &q};
-  actions[1].type = RTE_FLOW_ACTION_TYPE_END;
-  if (!create) return rte_flow_validate(port_id, &attr, pattern, actions, err);
-  *out = rte_flow_create(port_id, &attr, pattern, actions, err);
-  return *out ? 0 : -1;
+  return t.empty() ? "none" : t;
 }
 
 }  // namespace
 
-std::vector<SteeringResult> setup_flow_steering(const std::vector<dp::PortRuntime>& ports,
-                                                const std::vector<IpAddr>& fullnat_addresses,
-                                                uint32_t workers) {
+FlowRuleInputs flow_rule_inputs(const Config& cfg, uint32_t workers) {
+  FlowRuleInputs in;
+  in.fullnat_addresses = cfg.fullnat.local_addresses;
+  in.workers = workers;
+  return in;
+}
+
+FlowPortFacts flow_port_facts(const dp::PortRuntime& p, uint32_t workers) {
+  FlowPortFacts f;
+  f.port_id = p.port_id;
+  f.name = p.name;
+  f.queues = uint16_t(workers);
+  f.rss_hf = p.rss_hf;
+  f.rss_key = p.rss_key;
+  return f;
+}
+
+std::vector<SteeringResult> setup_flow_steering(FlowRuleManager& m,
+                                                const std::vector<dp::PortRuntime>& ports,
+                                                const FlowRuleInputs& in) {
   std::vector<SteeringResult> out;
-  const bool pow2 = workers && (workers & (workers - 1)) == 0;
+  for (const auto& p : ports) m.add_port(flow_port_facts(p, in.workers));
+  m.sync_all(in);
+  const std::vector<FlowRuleStatus> status = m.status();
   for (const auto& p : ports) {
     SteeringResult r;
     r.port = p.name;
-    // Probe with a representative rule even when nothing needs steering, so the log tells the
-    // operator what this NIC could do.
-    const IpAddr probe_addr = fullnat_addresses.empty()
-                                  ? (p.addresses.empty() ? IpAddr::v4(0xc6336402) : p.addresses[0].addr)
-                                  : fullnat_addresses[0];
-    rte_flow_error err{};
-    const int rc = make_rule(p.port_id, probe_addr, 6, uint16_t(workers - 1), 0, false, nullptr, &err);
-    if (rc != 0) {
-      r.reason = std::string("rte_flow_validate: ") + (err.message ? err.message : "not supported");
-    } else if (workers == 1) {
-      r.reason = "one worker: nothing to steer";
-    } else if (!pow2) {
-      r.reason = "worker count is not a power of two: a port mask cannot express the owner";
-    } else if (fullnat_addresses.empty()) {
-      r.reason = "no fullnat local addresses";
-    } else {
-      bool ok = true;
-      for (const IpAddr& a : fullnat_addresses) {
-        for (uint8_t proto : {uint8_t(6), uint8_t(17)}) {
-          for (uint16_t q = 0; q < workers && ok; ++q) {
-            rte_flow* flow = nullptr;
-            if (make_rule(p.port_id, a, proto, uint16_t(workers - 1), q, true, &flow, &err) != 0) {
-              r.reason = std::string("rte_flow_create: ") + (err.message ? err.message : "failed");
-              ok = false;
-            } else {
-              ++r.rules;
-            }
-          }
+    std::array<uint32_t, kFlowRuleKinds> offloaded{}, software{};
+    std::string refused_reason, steer_reason;
+    for (const FlowRuleStatus& s : status) {
+      if (s.spec.port_id != p.port_id) continue;
+      const size_t k = size_t(s.spec.kind);
+      if (s.state == FlowRuleState::kInstalled) {
+        ++offloaded[k];
+        r.rules += s.spec.kind == FlowRuleKind::kFullnatSteer;
+      } else {
+        ++software[k];
+        if (refused_reason.empty()) refused_reason = s.reason;
+        if (s.spec.kind == FlowRuleKind::kFullnatSteer && steer_reason.empty()) {
+          steer_reason = s.reason;
         }
       }
-      if (!ok) {
-        rte_flow_flush(p.port_id, &err);
-        r.rules = 0;
-      }
-      r.rte_flow = ok;
     }
+    r.rte_flow = m.all_installed(p.port_id, FlowRuleKind::kFullnatSteer);
+    const FlowPortFacts facts = flow_port_facts(p, in.workers);
+    const std::string blocker = fullnat_steering_blocker(in, facts);
+    if (!blocker.empty()) {
+      // Nothing to steer: probe a representative rule anyway, so the log tells the operator
+      // what this NIC could do.
+      FlowRuleSpec probe;
+      probe.kind = FlowRuleKind::kFullnatSteer;
+      probe.port_id = p.port_id;
+      probe.priority = kFullnatSteerPriority;
+      probe.destination = in.fullnat_addresses.empty()
+                              ? (p.addresses.empty() ? IpAddr::v4(0xc6336402) : p.addresses[0].addr)
+                              : in.fullnat_addresses[0];
+      probe.ipv6 = !probe.destination.is_v4();
+      probe.has_destination = true;
+      probe.proto = 6;
+      probe.dst_port_mask = uint16_t(in.workers > 1 ? in.workers - 1 : 0);
+      probe.action = FlowRuleAction::kQueue;
+      if (auto err = m.probe(p.port_id, probe)) {
+        r.reason = "rte_flow_validate: " + (err->message.empty() ? "not supported" : err->message);
+      } else {
+        r.reason = blocker;
+      }
+    } else if (!r.rte_flow) {
+      r.reason = steer_reason;
+    }
+    m.set_port_note(p.port_id, r.rte_flow ? "" : "fullnat steering in software: " + r.reason);
     if (r.rte_flow) {
       log(LogLevel::kInfo, "flow_steering", "port=%s mode=rte_flow rules=%u", p.name.c_str(),
           r.rules);
@@ -103,16 +97,14 @@ std::vector<SteeringResult> setup_flow_steering(const std::vector<dp::PortRuntim
       log(LogLevel::kInfo, "flow_steering", "port=%s mode=software reason=\"%s\"", p.name.c_str(),
           r.reason.c_str());
     }
+    log(LogLevel::kInfo, "flow_rules", "port=%s offloaded=\"%s\" software=\"%s\" reason=\"%s\"",
+        p.name.c_str(), kinds_text(offloaded).c_str(), kinds_text(software).c_str(),
+        refused_reason.c_str());
     out.push_back(std::move(r));
   }
   return out;
 }
 
-void teardown_flow_steering(const std::vector<dp::PortRuntime>& ports) {
-  for (const auto& p : ports) {
-    rte_flow_error err{};
-    rte_flow_flush(p.port_id, &err);
-  }
-}
+void teardown_flow_steering(FlowRuleManager& m) { m.flush_all(); }
 
 }  // namespace meshgate::ctl

@@ -230,4 +230,38 @@ void add_bgp_metrics(Admin& admin, const BgpSpeaker& bgp) {
   });
 }
 
+void add_flow_rule_metrics(Admin& admin, const FlowRuleManager& m) {
+  admin.add_metrics_source([m = &m](PromWriter& w) {
+    constexpr FlowRuleState kStates[] = {FlowRuleState::kInstalled, FlowRuleState::kRefused,
+                                         FlowRuleState::kStale};
+    const std::vector<FlowRuleStatus> status = m->status();
+    w.family("meshgate_flow_rules", MetricType::kGauge,
+             "rte_flow rules by port, kind and state (refused: the software check alone)");
+    for (const FlowPortFacts& p : m->ports()) {
+      for (uint32_t k = 0; k < kFlowRuleKinds; ++k) {
+        for (FlowRuleState st : kStates) {
+          uint64_t n = 0;
+          for (const FlowRuleStatus& s : status) {
+            n += s.spec.port_id == p.port_id && uint32_t(s.spec.kind) == k && s.state == st;
+          }
+          if (n == 0 && st == FlowRuleState::kStale) continue;
+          w.sample({{"port", p.name},
+                    {"kind", flow_rule_kind_name(FlowRuleKind(k))},
+                    {"state", flow_rule_state_name(st)}},
+                   n);
+        }
+      }
+    }
+    const FlowRuleCounters& c = m->counters();
+    w.family("meshgate_flow_rule_refusals_total", MetricType::kCounter,
+             "rules a port refused (rte_flow_validate or rte_flow_create) by kind");
+    for (uint32_t k = 0; k < kFlowRuleKinds; ++k) {
+      w.sample({{"kind", flow_rule_kind_name(FlowRuleKind(k))}}, c.refusals[k]);
+    }
+    write_counter(w, "meshgate_flow_rule_destroy_failures_total",
+                  "rte_flow_destroy calls that failed (the port is then flushed and refilled)",
+                  c.destroy_failures);
+  });
+}
+
 }  // namespace meshgate::ctl

@@ -9,6 +9,7 @@
 #include "control/admin/admin.h"
 #include "control/bgp/bgp_speaker.h"
 #include "control/certs/cert_provider.h"
+#include "control/flowsteer/flow_rule_manager.h"
 #include "control/host/host_interface.h"
 #include "control/mesh/xds_provider.h"
 #include "control/snapshot/publisher.h"
@@ -39,5 +40,9 @@ void add_host_metrics(Admin& admin, const HostInterfaces& host);
 // meshgate_bgp_session_up{peer} and meshgate_bgp_announced{vip} (1 while announced, 0 while
 // withdrawn). `bgp` must outlive the Admin.
 void add_bgp_metrics(Admin& admin, const BgpSpeaker& bgp);
+// meshgate_flow_rules{port,kind,state} (rules held now, state installed|refused|stale; every
+// port and kind has an installed and a refused sample), meshgate_flow_rule_refusals_total{kind},
+// meshgate_flow_rule_destroy_failures_total. `m` must outlive the Admin.
+void add_flow_rule_metrics(Admin& admin, const FlowRuleManager& m);
 
 }  // namespace meshgate::ctl

@@ -258,6 +258,8 @@ class GatewayRun {
   std::unique_ptr<Registries> reg_;
   std::vector<std::unique_ptr<dp::RssPredictor>> rss_;
   std::vector<SteeringResult> steering_;
+  std::unique_ptr<FlowApi> flow_api_;
+  std::unique_ptr<FlowRuleManager> flow_rules_;  // a reload calls flow_rules_->sync_all()
   std::vector<std::vector<rte_ring*>> handoff_;
   std::vector<WorkerSlot> slots_;
   std::vector<const dp::Worker*> views_;
@@ -652,7 +654,9 @@ bool GatewayRun::start_workers() {
 
 // Flow steering and RSS predictors per port; handoff rings between workers.
 bool GatewayRun::create_rings() {
-  steering_ = setup_flow_steering(ports_, cfg_.fullnat.local_addresses, workers_);
+  flow_api_ = make_dpdk_flow_api();
+  flow_rules_ = std::make_unique<FlowRuleManager>(*flow_api_);
+  steering_ = setup_flow_steering(*flow_rules_, ports_, flow_rule_inputs(cfg_, workers_));
   // Software RSS per port with RSS: predicts the queue (worker) of a flow's replies.
   for (const auto& p : ports_) {
     rss_.push_back(!p.reta.empty() && !p.rss_key.empty()
@@ -747,6 +751,10 @@ void GatewayRun::register_metrics() {
   if (proxy_) add_listener_metrics(*admin_, views_, publisher_);
   if (hbone_) add_hbone_metrics(*admin_, views_);
   if (host_ && !host_->empty()) add_host_metrics(*admin_, *host_);
+  if (flow_rules_) {
+    add_flow_rule_metrics(*admin_, *flow_rules_);
+    admin_->set_flow_rules_source([m = flow_rules_.get()] { return flow_rules_json(*m); });
+  }
   if (bgp_) {
     add_bgp_metrics(*admin_, *bgp_);
     admin_->set_bgp_source([b = bgp_.get()] {
@@ -941,7 +949,7 @@ void GatewayRun::teardown() {
   for (auto& s : slots_) free_worker(s);
   bgp_.reset();   // the daemon before the twins it talks through
   host_.reset();  // its TAPs before the pool their mbufs come from
-  if (!steering_.empty()) teardown_flow_steering(ports_);
+  if (flow_rules_) teardown_flow_steering(*flow_rules_);
   for (auto& row : handoff_) {
     for (rte_ring* r : row) rte_ring_free(r);
   }
