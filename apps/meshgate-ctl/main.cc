@@ -1,5 +1,6 @@
 // meshgate-ctl: the admin API from a shell (README.md "Admin API and meshgate-ctl").
-//   meshgate-ctl [--admin HOST:PORT] services | flows [--limit N] | stats | config | bgp | drain
+//   meshgate-ctl [--admin HOST:PORT] services | flows [--limit N] | stats | config | bgp |
+//                flow-rules | drain
 // Exit codes: 0 ok, 1 admin API unreachable or HTTP error, 2 usage.
 #include <CLI/CLI.hpp>
 #include <httplib.h>
@@ -110,6 +111,8 @@ int main(int argc, char** argv) {
   CLI::App* config = app.add_subcommand("config", "the running configuration (GET /config_dump)");
   CLI::App* drain = app.add_subcommand("drain", "refuse new flows and exit once flows closed");
   CLI::App* bgp = app.add_subcommand("bgp", "BGP sessions and announced VIPs ([bgp])");
+  CLI::App* flow_rules =
+      app.add_subcommand("flow-rules", "rte_flow rules per port: installed, or refused and why");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -148,6 +151,10 @@ int main(int argc, char** argv) {
       auto b = get_json(a, "/bgp");
       if (!b) return kExitFailure;
       std::fputs(render_bgp(*b).c_str(), stdout);
+    } else if (*flow_rules) {
+      auto fr = get_json(a, "/flow_rules");
+      if (!fr) return kExitFailure;
+      std::fputs(render_flow_rules(*fr).c_str(), stdout);
     } else if (*drain) {
       auto body = request(a, "POST", "/drain");
       if (!body) return kExitFailure;

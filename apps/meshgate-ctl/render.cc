@@ -247,4 +247,26 @@ std::string render_bgp(const json& b) {
   return out;
 }
 
+std::string render_flow_rules(const json& r) {
+  std::string out;
+  for (const json& p : r.at("ports")) {
+    out += "port " + p.at("port").get<std::string>() + " (id " + num(p.at("port_id")) + ", " +
+           num(p.at("queues")) + " queues): " + num(p.at("installed")) + " installed, " +
+           num(p.at("refused")) + " refused\n";
+    const std::string note = p.value("note", "");
+    if (!note.empty()) out += "  " + note + "\n";
+  }
+  const json& rules = r.at("rules");
+  if (rules.empty()) return out + "no rules\n";
+  Table t({"port", "kind", "prio", "match", "action", "state", "handle", "reason"},
+          {false, false, true, false, false, false, false, false});
+  for (const json& x : rules) {
+    t.row({x.at("port").get<std::string>(), x.at("kind").get<std::string>(),
+           num(x.at("priority")), x.at("match").get<std::string>(),
+           x.at("action").get<std::string>(), x.at("state").get<std::string>(),
+           x.at("handle").get<bool>() ? "yes" : "no", x.at("reason").get<std::string>()});
+  }
+  return out + t.str();
+}
+
 }  // namespace meshgate::ctl_tool

@@ -38,4 +38,9 @@ std::string render_stats(const nlohmann::json& stats);
 // announced), one per VIP (announced or withdrawn).
 std::string render_bgp(const nlohmann::json& bgp);
 
+// GET /flow_rules, testpmd `flow list` style: per port its totals and why steering is in
+// software, then one line per rule (port, kind, priority, match, action, state, handle, and
+// the PMD's reason when refused).
+std::string render_flow_rules(const nlohmann::json& rules);
+
 }  // namespace meshgate::ctl_tool

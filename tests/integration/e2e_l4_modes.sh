@@ -5,8 +5,11 @@
 # replies regularly reach the worker that does not own their flow). curl through every VIP:
 # dnat and fullnat, IPv4 and IPv6. Every response must be complete and come from a backend;
 # the spread over backends is reported; fullnat backends must see the gateway's local address.
+# The fullnat steering rte_flow rules are listed as refused by af_packet (GET /flow_rules,
+# meshgate-ctl flow-rules, /metrics, the start-up log).
 source "$(dirname "$0")/lib.sh"
 require_root
+MG_CTL=${MG_CTL:?MG_CTL must point at meshgate-ctl}
 
 CLI=mgc$ID SW=mgs$ID GWC=gwc$ID GWB=gwb$ID
 add_host "$CLI" "$GWC" 192.0.2.2/24 192.0.2.1 2001:db8:2::2/64 2001:db8:2::1
@@ -109,6 +112,41 @@ grep -q "^192.0.2.2 " "$TMP/all_http.log" || grep -q "::ffff:192.0.2.2" "$TMP/al
 grep -qE "(^|::ffff:)198.51.100.2 " "$TMP/all_http.log" || fail "no fullnat request from 198.51.100.2"
 grep -q "2001:db8:1::2" "$TMP/all_http.log" || fail "no fullnat request from 2001:db8:1::2"
 grep -q "2001:db8:2::2" "$TMP/all_http.log" || fail "no IPv6 dnat request from the client"
+
+# The fullnat steering rules are wanted (two workers, a power of two) but af_packet has no
+# rte_flow: /flow_rules, meshgate-ctl flow-rules, /metrics and the start-up log say they were
+# refused with the PMD's reason and left to software.
+note "rte_flow rules refused on af_packet, listed with the PMD's reason"
+curl -sf "http://$MG_ADMIN/flow_rules" >"$TMP/flow_rules.json" || fail "GET /flow_rules"
+python3 - "$TMP/flow_rules.json" <<'PY' || fail "/flow_rules: $(cat "$TMP/flow_rules.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert [p["port"] for p in d["ports"]] == ["client", "backend"], d["ports"]
+for p in d["ports"]:
+    assert p["installed"] == 0 and p["refused"] == 8, p  # 2 addresses x tcp/udp x 2 queues
+    assert p["note"].startswith("fullnat steering in software: rte_flow_validate: "), p
+rules = d["rules"]
+assert len(rules) == 16, len(rules)
+for r in rules:
+    assert r["kind"] == "fullnat_steer" and r["state"] == "refused" and not r["handle"], r
+    assert r["reason"].startswith("rte_flow_validate: ") and len(r["reason"]) > 19, r
+assert {r["match"] for r in rules if r["port"] == "backend"} >= {
+    "ipv4 dst 198.51.100.2 tcp dport 0/0x1", "ipv6 dst 2001:db8:1::2 udp dport 1/0x1"}, rules
+assert d["counters"]["refusals"]["fullnat_steer"] == 16, d["counters"]
+print("flow rule reason:", rules[0]["reason"])
+PY
+"$MG_CTL" --admin "$MG_ADMIN" flow-rules >"$TMP/ctl-flow-rules.txt" || fail "meshgate-ctl flow-rules"
+grep -qE "^port backend \(id [0-9]+, 2 queues\): 0 installed, 8 refused$" "$TMP/ctl-flow-rules.txt" \
+  || fail "meshgate-ctl flow-rules: $(cat "$TMP/ctl-flow-rules.txt")"
+(( $(grep -c "fullnat_steer .* refused  *no  *rte_flow_validate: " "$TMP/ctl-flow-rules.txt") == 16 )) \
+  || fail "meshgate-ctl flow-rules rows: $(cat "$TMP/ctl-flow-rules.txt")"
+curl -sf "http://$MG_ADMIN/metrics" >"$TMP/metrics.txt" || fail "GET /metrics"
+grep -qx 'meshgate_flow_rules{port="backend",kind="fullnat_steer",state="refused"} 8' "$TMP/metrics.txt" \
+  || fail "meshgate_flow_rules: $(grep flow_rule "$TMP/metrics.txt")"
+grep -qx 'meshgate_flow_rules{port="backend",kind="fullnat_steer",state="installed"} 0' "$TMP/metrics.txt" \
+  || fail "meshgate_flow_rules installed"
+grep -q 'event=flow_rules port=backend offloaded="none" software="fullnat_steer=8" reason="rte_flow_validate: ' \
+  "$TMP/gateway.log" || fail "no flow_rules start-up log"
 
 stop_gateway TERM
 S=$TMP/stats.json

@@ -1,7 +1,7 @@
 // meshgate-ctl's views, from admin API answers written out here: the ipvsadm-style services
 // table (active flows counted from the flow dump, counters from /stats, IPv6 backends matched
-// by their bracketed key), the flows table, the stats view showing only non-zero drops, and the
-// BGP view.
+// by their bracketed key), the flows table, the stats view showing only non-zero drops, the
+// BGP view and the rte_flow rules.
 #include <gtest/gtest.h>
 
 #include <sstream>
@@ -198,9 +198,44 @@ TEST(CtlBgp, SessionsWithStateUptimeAndPrefixesThenEachVip) {
   EXPECT_EQ(l[6], "203.0.113.30  no");
 }
 
+TEST(CtlFlowRules, PortTotalsAndWhyThenOneRowPerRuleWithState) {
+  const json r = json::parse(R"({
+    "ports": [{"port": "net0", "port_id": 0, "queues": 2, "installed": 1, "refused": 1,
+               "note": "fullnat steering in software: rte_flow_create: no room"}],
+    "rules": [
+      {"port": "net0", "kind": "block_source", "priority": 0, "match": "ipv4 src 203.0.113.0/24",
+       "action": "drop", "state": "installed", "reason": "", "handle": true},
+      {"port": "net0", "kind": "fullnat_steer", "priority": 1,
+       "match": "ipv4 dst 198.51.100.2 tcp dport 1/0x1", "action": "queue 1", "state": "refused",
+       "reason": "rte_flow_create: no room", "handle": false}],
+    "counters": {}})");
+  const auto l = lines_of(render_flow_rules(r));
+  ASSERT_EQ(l.size(), 5u);
+  EXPECT_EQ(l[0], "port net0 (id 0, 2 queues): 1 installed, 1 refused");
+  EXPECT_EQ(l[1], "  fullnat steering in software: rte_flow_create: no room");
+  EXPECT_EQ(l[2],
+            "port  kind           prio  match                                  action   state      "
+            "handle  reason");
+  EXPECT_EQ(l[3],
+            "net0  block_source      0  ipv4 src 203.0.113.0/24                drop     installed  "
+            "yes");
+  EXPECT_EQ(l[4],
+            "net0  fullnat_steer     1  ipv4 dst 198.51.100.2 tcp dport 1/0x1  queue 1  refused    "
+            "no      rte_flow_create: no room");
+}
+
+TEST(CtlFlowRules, APortWithoutRulesSaysSo) {
+  const json r = json::parse(R"({
+    "ports": [{"port": "net0", "port_id": 0, "queues": 1, "installed": 0, "refused": 0,
+               "note": ""}],
+    "rules": [], "counters": {}})");
+  EXPECT_EQ(render_flow_rules(r), "port net0 (id 0, 1 queues): 0 installed, 0 refused\nno rules\n");
+}
+
 TEST(CtlRender, AnAnswerMissingAFieldThrowsForMainToReport) {
   EXPECT_THROW(render_flows(json::parse(R"({"flows": []})")), json::exception);
   EXPECT_THROW(render_services(json::object(), kStats, json()), json::exception);
+  EXPECT_THROW(render_flow_rules(json::parse(R"({"ports": []})")), json::exception);
 }
 
 }  // namespace
