@@ -173,7 +173,8 @@ std::vector<FlowRuleSpec> desired_rules(const FlowRuleInputs& in, const FlowPort
           FlowRuleSpec s;
           s.kind = FlowRuleKind::kFullnatSteer;
           s.port_id = port.port_id;
-          s.priority = kFullnatSteerPriority;
+          s.priority =
+              in.blocked.empty() ? kFullnatSteerPriority : kFullnatSteerBehindBlockPriority;
           s.ipv6 = !a.is_v4();
           s.has_destination = true;
           s.destination = a;

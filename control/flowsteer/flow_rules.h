@@ -16,9 +16,12 @@
 //                 worker. The DROP is only installed while every allow rule of its service is
 //                 (flow_rule_manager.h): a NIC that takes the DROP but refuses an allow rule
 //                 would drop allowed clients.
-//   kFullnatSteer priority 1: QUEUE rules sending TCP/UDP to a fullnat local address whose
-//                 destination port has residue q under the power-of-two worker count to queue
-//                 q (the worker that chose that port; dataplane/nat/fullnat_source.cc).
+//   kFullnatSteer QUEUE rules sending TCP/UDP to a fullnat local address whose destination
+//                 port has residue q under the power-of-two worker count to queue q (the worker
+//                 that chose that port; dataplane/nat/fullnat_source.cc). Priority 0 while the
+//                 block list is empty, else 1 behind the block rules (same-priority rules that
+//                 overlap have an undefined outcome): NICs without priorities (i40e) keep
+//                 taking them where no block list asks for a second level.
 // The dataplane checks sources in software whatever is installed here: a rule only moves the
 // drop earlier, correctness never depends on the NIC.
 //
@@ -46,7 +49,8 @@ const char* flow_rule_action_name(FlowRuleAction a);  // "drop" | "queue" | "rss
 
 inline constexpr uint32_t kBlockSourcePriority = 0;
 inline constexpr uint32_t kSourceAllowPriority = 1;
-inline constexpr uint32_t kFullnatSteerPriority = 1;
+inline constexpr uint32_t kFullnatSteerPriority = 0;             // no block rules
+inline constexpr uint32_t kFullnatSteerBehindBlockPriority = 1;  // with block rules
 inline constexpr uint32_t kSourceDenyPriority = 2;
 
 // One rule. Fields a kind does not use stay at their defaults, so equality is "same rule".

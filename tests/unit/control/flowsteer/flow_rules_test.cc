@@ -376,6 +376,7 @@ TEST(DesiredRules, FullnatSteeringPerAddressProtocolAndWorker) {
   EXPECT_EQ(r[3], steer("198.51.100.2", 6, 3, 4));
   EXPECT_EQ(r[4], steer("198.51.100.2", 17, 0, 4));
   EXPECT_EQ(r[15], steer("2001:db8:0:53::10", 17, 3, 4));
+  EXPECT_EQ(r[0].priority, kFullnatSteerPriority);  // no block rule to stay behind
   EXPECT_EQ(fullnat_steering_blocker(in, port_facts(4)), "");
 }
 
@@ -413,7 +414,10 @@ TEST(DesiredRules, KindsComeInInstallOrder) {
   EXPECT_EQ(r[1].kind, FlowRuleKind::kSourceRange);
   EXPECT_EQ(r[2].kind, FlowRuleKind::kSourceRange);
   EXPECT_TRUE(is_source_range_drop(r[2]));
-  for (size_t i = 3; i < r.size(); ++i) EXPECT_EQ(r[i].kind, FlowRuleKind::kFullnatSteer);
+  for (size_t i = 3; i < r.size(); ++i) {
+    EXPECT_EQ(r[i].kind, FlowRuleKind::kFullnatSteer);
+    EXPECT_EQ(r[i].priority, kFullnatSteerBehindBlockPriority);  // behind the block rule
+  }
   for (const FlowRuleSpec& s : r) EXPECT_EQ(s.port_id, 3);
 }
 
