@@ -1,8 +1,10 @@
 // FlowRuleManager's lifecycle against a recording fake of the rte_flow API: the rules live in
 // the "NIC" are exactly the desired ones after every sync, nothing leaks across 100 reloads,
 // flush at exit leaves none, and refusals and destroy failures leave the software path in
-// charge, counted and not retried.
+// charge, counted and not retried. The start-up steering (flowsteer.h) through the manager
+// keeps its rules: steered only where every steering rule is in.
 #include "control/flowsteer/flow_rule_manager.h"
+#include "control/flowsteer/flowsteer.h"
 
 #include <gtest/gtest.h>
 
@@ -419,6 +421,86 @@ TEST_F(FlowRuleManagerTest, AProbeValidatesWithoutInstalling) {
   api_.refuse_validate = [](const RteFlowRule&) { return true; };
   ASSERT_TRUE(m_.probe(0, s).has_value());
   EXPECT_EQ(m_.probe(0, s)->message, "fake: pattern not supported");
+}
+
+// ---- start-up steering through the manager ----
+
+std::vector<dp::PortRuntime> runtime_ports() {
+  std::vector<dp::PortRuntime> ports(2);
+  ports[0].name = "client";
+  ports[0].port_id = 0;
+  ports[1].name = "backend";
+  ports[1].port_id = 1;
+  ports[1].index = 1;
+  ports[1].addresses = {pfx("198.51.100.1/24")};
+  return ports;
+}
+
+FlowRuleInputs steering_inputs(uint32_t workers) {
+  FlowRuleInputs in;
+  in.workers = workers;
+  in.fullnat_addresses = {ip("198.51.100.2"), ip("2001:db8::2")};
+  return in;
+}
+
+TEST(FlowSteeringSetup, AcceptedRulesSteerEveryPort) {
+  RecordingFlowApi api;
+  FlowRuleManager m(api);
+  const auto r = setup_flow_steering(m, runtime_ports(), steering_inputs(4));
+  ASSERT_EQ(r.size(), 2u);
+  for (const SteeringResult& s : r) {
+    EXPECT_TRUE(s.rte_flow) << s.port;
+    EXPECT_EQ(s.rules, 2u * 2u * 4u);
+    EXPECT_EQ(s.reason, "");
+  }
+  EXPECT_EQ(api.live.size(), 2u * 16u);
+  EXPECT_EQ(m.port_note(1), "");
+  teardown_flow_steering(m);
+  EXPECT_TRUE(api.live.empty());
+}
+
+TEST(FlowSteeringSetup, ARefusalLeavesSoftwareSteeringWithThePmdReason) {
+  RecordingFlowApi api;
+  api.refuse_create = [](const RteFlowRule& r) {
+    return r.pattern[1].type == RTE_FLOW_ITEM_TYPE_IPV6;  // IPv6 steering not taken
+  };
+  FlowRuleManager m(api);
+  const auto r = setup_flow_steering(m, runtime_ports(), steering_inputs(2));
+  for (const SteeringResult& s : r) {
+    EXPECT_FALSE(s.rte_flow);  // replies to the IPv6 address would not be steered
+    EXPECT_EQ(s.rules, 4u);   // the IPv4 rules stay: they agree with the software choice
+    EXPECT_EQ(s.reason, "rte_flow_create: fake: no room for the rule");
+  }
+  EXPECT_EQ(m.port_note(0),
+            "fullnat steering in software: rte_flow_create: fake: no room for the rule");
+}
+
+TEST(FlowSteeringSetup, NothingToSteerStillProbesAndSaysWhy) {
+  struct Row {
+    uint32_t workers;
+    bool nic_refuses;
+    const char* reason;
+  };
+  const Row rows[] = {
+      {3, false, "worker count is not a power of two: a port mask cannot express the owner"},
+      {1, false, "one worker: nothing to steer"},
+      {2, true, "rte_flow_validate: fake: pattern not supported"},  // the NIC's answer first
+  };
+  for (const Row& row : rows) {
+    RecordingFlowApi api;
+    if (row.nic_refuses) api.refuse_validate = [](const RteFlowRule&) { return true; };
+    FlowRuleManager m(api);
+    FlowRuleInputs in = steering_inputs(row.workers);
+    if (row.nic_refuses) in.fullnat_addresses.clear();
+    const auto r = setup_flow_steering(m, runtime_ports(), in);
+    for (const SteeringResult& s : r) {
+      EXPECT_FALSE(s.rte_flow);
+      EXPECT_EQ(s.reason, row.reason);
+    }
+    EXPECT_EQ(api.validates, 2u);  // one probe per port
+    EXPECT_EQ(api.creates, 0u);
+    EXPECT_TRUE(m.status().empty());
+  }
 }
 
 }  // namespace
