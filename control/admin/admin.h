@@ -62,6 +62,8 @@ class Admin {
   void set_services(std::vector<ServiceSpec> specs) { services_ = std::move(specs); }
   // GET /bgp's answer (the BGP speaker's status); without one /bgp answers 404.
   void set_bgp_source(std::function<nlohmann::json()> fn) { bgp_source_ = std::move(fn); }
+  // GET /config_dump's "health_checks" (the backends' health check states); absent without one.
+  void set_health_source(std::function<nlohmann::json()> fn) { health_source_ = std::move(fn); }
   // Other control modules' metric families (the mesh provider's meshgate_xds_*).
   void add_metrics_source(MetricsSource fn) { metrics_sources_.push_back(std::move(fn)); }
   // The launched workers, index = worker number, and the started ports (their counters are
@@ -111,6 +113,7 @@ class Admin {
   std::vector<ServiceSpec> services_;
   std::vector<MetricsSource> metrics_sources_;
   std::function<nlohmann::json()> bgp_source_;
+  std::function<nlohmann::json()> health_source_;
   WorkerHealth health_;
   std::deque<FlowJob> flow_jobs_;
   // Dumps whose worker did not finish before the job was answered: kept until it does.

@@ -9,6 +9,7 @@
 #include "control/admin/admin.h"
 #include "control/bgp/bgp_speaker.h"
 #include "control/certs/cert_provider.h"
+#include "control/health/health_check.h"
 #include "control/host/host_interface.h"
 #include "control/mesh/xds_provider.h"
 #include "control/snapshot/publisher.h"
@@ -39,5 +40,11 @@ void add_host_metrics(Admin& admin, const HostInterfaces& host);
 // meshgate_bgp_session_up{peer} and meshgate_bgp_announced{vip} (1 while announced, 0 while
 // withdrawn). `bgp` must outlive the Admin.
 void add_bgp_metrics(Admin& admin, const BgpSpeaker& bgp);
+// Backend health checks: meshgate_backend_up{service,backend} (1 up, 0 down),
+// meshgate_health_checks_total{result} and meshgate_health_checks_deferred_total; and the
+// "health_checks" list of GET /config_dump. `health` must outlive the Admin.
+void add_health_metrics(Admin& admin, const health::HealthMonitor& health);
+// One entry per checked backend: service, backend, state, counts, the last probe's result.
+nlohmann::json health_json(const health::HealthMonitor& health);
 
 }  // namespace meshgate::ctl
