@@ -274,6 +274,7 @@ std::string Admin::config_dump() {
                         {"endpoints", eps}});
   }
   j["services"] = services;
+  if (health_source_) j["health_checks"] = health_source_();
   json ports = json::array();
   json locals = json::array();
   for (const PortConfig& p : cfg_.ports) {

@@ -66,6 +66,8 @@ class Admin {
   void set_flow_rules_source(std::function<nlohmann::json()> fn) {
     flow_rules_source_ = std::move(fn);
   }
+  // GET /config_dump's "health_checks" (the backends' health check states); absent without one.
+  void set_health_source(std::function<nlohmann::json()> fn) { health_source_ = std::move(fn); }
   // Other control modules' metric families (the mesh provider's meshgate_xds_*).
   void add_metrics_source(MetricsSource fn) { metrics_sources_.push_back(std::move(fn)); }
   // The launched workers, index = worker number, and the started ports (their counters are
@@ -116,6 +118,7 @@ class Admin {
   std::vector<MetricsSource> metrics_sources_;
   std::function<nlohmann::json()> bgp_source_;
   std::function<nlohmann::json()> flow_rules_source_;
+  std::function<nlohmann::json()> health_source_;
   WorkerHealth health_;
   std::deque<FlowJob> flow_jobs_;
   // Dumps whose worker did not finish before the job was answered: kept until it does.

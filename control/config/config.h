@@ -225,6 +225,33 @@ struct ListenerConfig {
   SourcePos pos;
 };
 
+// health_check of a [[service]]: each backend is probed from a port address through that
+// port's kernel twin (docs/DATAPLANE.md "Backend health checks"). The timing defaults are
+// HAProxy's server check defaults (inter 2s, rise 2, fall 3), which keepalived and DPVS
+// setups mostly copy: a dead backend is out after ~6 s, a recovered one back after ~4 s, and
+// a single lost probe never flaps a backend.
+enum class HealthCheckType : uint8_t { kTcp, kHttp };
+inline constexpr uint32_t kDefaultHealthIntervalMs = 2000;
+// Kubernetes' probe timeoutSeconds default: a backend on the same L2 segment answers a connect
+// in well under a millisecond, so a second is already a sick backend; it also leaves half the
+// interval so probes of one backend never overlap.
+inline constexpr uint32_t kDefaultHealthTimeoutMs = 1000;
+inline constexpr uint32_t kDefaultHealthRise = 2;  // successes in a row to come back
+inline constexpr uint32_t kDefaultHealthFall = 3;  // failures in a row to be taken out
+inline constexpr const char* kDefaultHealthPath = "/";
+
+struct HealthCheckConfig {
+  bool enabled = false;  // the service has a health_check table
+  HealthCheckType type = HealthCheckType::kTcp;
+  uint16_t port = 0;                      // probed port; 0 = each backend's own port
+  std::string path = kDefaultHealthPath;  // http: the request target of the GET
+  uint32_t interval_ms = kDefaultHealthIntervalMs;  // ms between probes of one backend
+  uint32_t timeout_ms = kDefaultHealthTimeoutMs;    // ms a probe may take; < interval_ms
+  uint32_t rise = kDefaultHealthRise;  // consecutive successes that bring a down backend up
+  uint32_t fall = kDefaultHealthFall;  // consecutive failures that take an up backend down
+  SourcePos pos;
+};
+
 struct ServiceConfig {
   std::string name;
   IpAddr vip;
@@ -240,6 +267,7 @@ struct ServiceConfig {
   // proxy: signatures over the client's first inspect_bytes; a match resets both sides.
   std::vector<DenyConfig> deny;
   uint32_t inspect_bytes = kDefaultInspectBytes;
+  HealthCheckConfig health_check;
   SourcePos pos;
 };
 

@@ -81,6 +81,16 @@ inline constexpr IntSpec kHboneConnectionsSpec{1, 1048576};
 inline constexpr IntSpec kHboneHandshakeTimeoutSpec{100, 120000};
 // At least one stream window (4 MiB): less would stall a single tunnel.
 inline constexpr IntSpec kHboneMemorySpec{4, 1048576};
+// health_check. Interval: below 100 ms probes cost the backends more than they tell; an hour
+// is already a check that never notices. Timeout: at least 10 ms (a connect across a data
+// center), and below the interval (checked apart). Rise and fall: 1 acts on every probe; 100
+// probes at the longest interval would leave a dead backend in for days.
+inline constexpr IntSpec kHealthIntervalSpec{100, 3600000};
+inline constexpr IntSpec kHealthTimeoutSpec{10, 3600000};
+inline constexpr IntSpec kHealthCountSpec{1, 100};
+// A request target that fits one line of a small request, as nginx's client_header_buffer_size
+// (1 KiB) takes it.
+inline constexpr size_t kMaxHealthPathBytes = 1024;
 // RFC 9293 §3.8.1: 2 MSL of 2 minutes at most; at least 1 s.
 inline constexpr IntSpec kProxyTimeWaitSpec{1, 240};
 
@@ -105,7 +115,9 @@ inline constexpr std::string_view kNeighborKeys[] = {"address", "mac", "port"};
 inline constexpr std::string_view kServiceKeys[] = {
     "name",     "vip",      "port",               "protocol",  "mode",          "table_size",
     "backend",  "gue_port", "on_backend_removal", "icmp_echo", "proxy_protocol",
-    "deny",     "inspect_bytes"};
+    "deny",     "inspect_bytes", "health_check"};
+inline constexpr std::string_view kHealthCheckKeys[] = {"type",       "port", "path", "interval_ms",
+                                                        "timeout_ms", "rise", "fall"};
 inline constexpr std::string_view kListenerKeys[] = {
     "name",       "vip",        "port",            "match", "route", "default_service",
     "peek_bytes", "peek_timeout_ms", "inspect_bytes", "deny"};

@@ -34,6 +34,8 @@ constexpr EnumName<ProxyProtocol> kProxyProtocols[] = {{"none", ProxyProtocol::k
                                                       {"v2", ProxyProtocol::kV2}};
 constexpr EnumName<NameMatch> kNameMatches[] = {{"sni", NameMatch::kSni},
                                                 {"host", NameMatch::kHost}};
+constexpr EnumName<HealthCheckType> kHealthCheckTypes[] = {{"tcp", HealthCheckType::kTcp},
+                                                          {"http", HealthCheckType::kHttp}};
 constexpr EnumName<MeshSource> kMeshSources[] = {
     {"none", MeshSource::kNone}, {"file", MeshSource::kFile}, {"xds", MeshSource::kXds}};
 
@@ -220,6 +222,8 @@ class Parser {
   NeighborConfig parse_neighbor(const toml::table& t, const std::string& path);
   ServiceConfig parse_service(const toml::table& t, const std::string& path);
   BackendConfig parse_backend(const toml::table& t, const std::string& path);
+  void parse_health_check(const toml::table& service, const std::string& path,
+                          HealthCheckConfig& h);
   ListenerConfig parse_listener(const toml::table& t, const std::string& path);
   ListenerRouteConfig parse_listener_route(const toml::table& t, const std::string& path);
   DenyConfig parse_deny(const toml::table& t, const std::string& path);
@@ -448,7 +452,34 @@ ServiceConfig Parser::parse_service(const toml::table& t, const std::string& p) 
     s.deny.push_back(parse_deny(dt, dp));
   });
   read_int(t, p, "inspect_bytes", kInspectBytesSpec, s.inspect_bytes);
+  parse_health_check(t, p, s.health_check);
   return s;
+}
+
+// `health_check = { ... }` or a [service.health_check] table: TOML makes both one table.
+void Parser::parse_health_check(const toml::table& service, const std::string& sp,
+                                HealthCheckConfig& h) {
+  const toml::node* n = field(service, sp, "health_check", false, "a table");
+  if (!n) return;
+  const std::string p = join(sp, "health_check");
+  const auto* t = n->as_table();
+  if (!t) {
+    fail(n->source(), p,
+         "expected a table (health_check = { type = \"tcp\" } or [service.health_check]), got " +
+             describe(*n) +
+             (n->is_array_of_tables() ? " (write [service.health_check], not [[...]])" : ""));
+    return;
+  }
+  h.enabled = true;
+  h.pos = pos(t->source());
+  check_keys(*t, p, kHealthCheckKeys);
+  read_enum(*t, p, "type", kHealthCheckTypes, h.type);
+  read_int(*t, p, "port", kL4PortSpec, h.port);
+  read_string(*t, p, "path", h.path);
+  read_int(*t, p, "interval_ms", kHealthIntervalSpec, h.interval_ms);
+  read_int(*t, p, "timeout_ms", kHealthTimeoutSpec, h.timeout_ms);
+  read_int(*t, p, "rise", kHealthCountSpec, h.rise);
+  read_int(*t, p, "fall", kHealthCountSpec, h.fall);
 }
 
 ListenerConfig Parser::parse_listener(const toml::table& t, const std::string& p) {

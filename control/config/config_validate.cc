@@ -469,6 +469,7 @@ class Validator {
         }
       }
       check_backends(k, s, vip_ok);
+      check_health_check(k, s);
       check_snat_mode(k + ".mode", s.mode, vip_ok ? std::optional<bool>(s.vip.is_v4())
                                                   : std::nullopt);
       if (s.mode == ForwardMode::kProxy && s.protocol != L4Proto::kTcp && !bad(k + ".mode") &&
@@ -692,6 +693,81 @@ class Validator {
                                 " cannot translate ports: expected the service port " +
                                 std::to_string(s.port) + ", got " + std::to_string(b.port));
       }
+    }
+  }
+
+  // health_check: the timing, the HTTP path, and a way out for every probe. Probes are kernel
+  // sockets bound to a port address and leave through that port's kernel twin (the TAP has the
+  // port's addresses and their on-link routes only), so every backend must be on-link of a
+  // port that has a host_interface.
+  void check_health_check(const std::string& k, const ServiceConfig& s) {
+    const HealthCheckConfig& h = s.health_check;
+    if (!h.enabled) return;
+    const std::string hk = k + ".health_check";
+    if (bad(hk)) return;
+    if (positions_.contains(hk + ".port")) check_range(hk + ".port", h.port, kL4PortSpec);
+    check_range(hk + ".interval_ms", h.interval_ms, kHealthIntervalSpec);
+    check_range(hk + ".timeout_ms", h.timeout_ms, kHealthTimeoutSpec);
+    check_range(hk + ".rise", h.rise, kHealthCountSpec);
+    check_range(hk + ".fall", h.fall, kHealthCountSpec);
+    if (!bad(hk + ".interval_ms") && !bad(hk + ".timeout_ms") && h.timeout_ms >= h.interval_ms &&
+        h.interval_ms >= kHealthIntervalSpec.lo) {
+      error(hk + ".timeout_ms", "timeout_ms " + std::to_string(h.timeout_ms) +
+                                    " must be below interval_ms " +
+                                    std::to_string(h.interval_ms) +
+                                    " (one probe of a backend ends before the next starts)");
+    }
+    check_health_path(hk, h);
+    if (s.protocol == L4Proto::kUdp && h.port == 0 && !bad(k + ".protocol")) {
+      error(hk, "a UDP service's backends are probed over TCP: set health_check.port to a port "
+                "they accept TCP connections on");
+    }
+    if (!ports_known()) return;
+    for (size_t j = 0; j < s.backends.size(); ++j) {
+      const BackendConfig& b = s.backends[j];
+      const std::string bk = indexed(k + ".backend", j) + ".address";
+      if (bad(bk) || b.address.is_zero()) continue;
+      const PortConfig* on = nullptr;
+      bool twin = false;
+      for (const auto& p : c_.ports) {
+        for (const auto& a : p.addresses) {
+          if (a.addr.is_v4() != b.address.is_v4() || !a.contains(b.address)) continue;
+          if (!on) on = &p;
+          twin |= !p.host_interface.empty();
+        }
+      }
+      if (twin) continue;
+      error(bk, "health_check: backend " + b.address.str() +
+                    (on ? " is on-link of port " + quoted(on->name) +
+                              ", which has no host_interface"
+                        : std::string(" is not on-link of any port address")) +
+                    " (probes are kernel connections through a port's kernel twin, which reaches "
+                    "that port's prefixes only)");
+    }
+  }
+
+  void check_health_path(const std::string& hk, const HealthCheckConfig& h) {
+    const std::string pk = hk + ".path";
+    if (bad(pk)) return;
+    const bool written = positions_.contains(pk);
+    if (h.type != HealthCheckType::kHttp) {
+      if (written && !bad(hk + ".type")) {
+        error(pk, "path applies to type \"http\" only, the check's type is \"tcp\"");
+      }
+      return;
+    }
+    if (h.path.empty() || h.path[0] != '/') {
+      error(pk, "expected a path starting with '/' (the GET request target), got " +
+                    quoted(h.path));
+    } else if (h.path.size() > kMaxHealthPathBytes) {
+      error(pk, "path of " + std::to_string(h.path.size()) + " bytes, at most " +
+                    std::to_string(kMaxHealthPathBytes));
+    } else if (std::any_of(h.path.begin(), h.path.end(), [](char ch) {
+                 const auto c = static_cast<unsigned char>(ch);
+                 return c <= 0x20 || c == 0x7f;
+               })) {
+      error(pk, "expected a path without spaces or control characters (RFC 9112 §3.2: one "
+                "token of the request line), got " + quoted(h.path));
     }
   }
 
@@ -955,6 +1031,7 @@ Positions struct_positions(const Config& c) {
   for (size_t i = 0; i < c.services.size(); ++i) {
     const std::string k = indexed("service", i);
     add(k, c.services[i].pos);
+    add(k + ".health_check", c.services[i].health_check.pos);
     for (size_t j = 0; j < c.services[i].backends.size(); ++j) {
       add(indexed(k + ".backend", j), c.services[i].backends[j].pos);
     }

@@ -265,3 +265,42 @@ void add_flow_rule_metrics(Admin& admin, const FlowRuleManager& m) {
 }
 
 }  // namespace meshgate::ctl
+
+namespace meshgate::ctl {
+
+void add_health_metrics(Admin& admin, const health::HealthMonitor& health) {
+  admin.add_metrics_source([h = &health](PromWriter& w) {
+    w.family("meshgate_backend_up", MetricType::kGauge,
+             "1 while the backend passes its service's health check, 0 while it is taken out");
+    for (const health::BackendHealthView& b : h->view()) {
+      w.sample({{"service", b.service}, {"backend", b.backend}}, b.up ? 1 : 0);
+    }
+    w.family("meshgate_health_checks_total", MetricType::kCounter,
+             "health check probes that ended, by result");
+    for (uint32_t o = 0; o < health::kProbeOutcomes; ++o) {
+      const auto outcome = health::ProbeOutcome(o);
+      w.sample({{"result", health::outcome_name(outcome)}}, h->checks(outcome));
+    }
+    write_counter(w, "meshgate_health_checks_deferred_total",
+                  "probes that waited for the gateway-wide rate or open-socket bound",
+                  h->deferred());
+  });
+  admin.set_health_source([h = &health] { return health_json(*h); });
+}
+
+nlohmann::json health_json(const health::HealthMonitor& health) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const health::BackendHealthView& b : health.view()) {
+    out.push_back({{"service", b.service},
+                   {"backend", b.backend},
+                   {"type", b.type == HealthCheckType::kHttp ? "http" : "tcp"},
+                   {"probe_port", b.probe_port},
+                   {"state", b.up ? "up" : "down"},
+                   {"consecutive_successes", b.successes},
+                   {"consecutive_failures", b.failures},
+                   {"last_result", b.probed ? health::outcome_name(b.last) : "none"}});
+  }
+  return out;
+}
+
+}  // namespace meshgate::ctl

@@ -10,6 +10,7 @@
 #include "control/bgp/bgp_speaker.h"
 #include "control/certs/cert_provider.h"
 #include "control/flowsteer/flow_rule_manager.h"
+#include "control/health/health_check.h"
 #include "control/host/host_interface.h"
 #include "control/mesh/xds_provider.h"
 #include "control/snapshot/publisher.h"
@@ -44,5 +45,11 @@ void add_bgp_metrics(Admin& admin, const BgpSpeaker& bgp);
 // port and kind has an installed and a refused sample), meshgate_flow_rule_refusals_total{kind},
 // meshgate_flow_rule_destroy_failures_total. `m` must outlive the Admin.
 void add_flow_rule_metrics(Admin& admin, const FlowRuleManager& m);
+// Backend health checks: meshgate_backend_up{service,backend} (1 up, 0 down),
+// meshgate_health_checks_total{result} and meshgate_health_checks_deferred_total; and the
+// "health_checks" list of GET /config_dump. `health` must outlive the Admin.
+void add_health_metrics(Admin& admin, const health::HealthMonitor& health);
+// One entry per checked backend: service, backend, state, counts, the last probe's result.
+nlohmann::json health_json(const health::HealthMonitor& health);
 
 }  // namespace meshgate::ctl

@@ -32,6 +32,7 @@
 #include "control/certs/cert_provider.h"
 #include "control/certs/tls_context.h"
 #include "control/flowsteer/flowsteer.h"
+#include "control/health/health_check.h"
 #include "control/host/host_interface.h"
 #include "control/mesh/authz.h"
 #include "control/mesh/mesh_runtime.h"
@@ -227,6 +228,7 @@ class GatewayRun {
   bool publish_services(std::vector<ServiceSpec> services, const char* why);
   void poll_mesh();
   void poll_certificate();
+  void poll_health(std::chrono::steady_clock::time_point now);
   void act_on_signals(std::chrono::steady_clock::time_point now);
   void check_drain(std::chrono::steady_clock::time_point now);
   void start_draining(std::chrono::steady_clock::time_point now);
@@ -266,6 +268,7 @@ class GatewayRun {
   std::unique_ptr<Admin> admin_;
   std::unique_ptr<HostInterfaces> host_;
   std::unique_ptr<BgpSpeaker> bgp_;
+  std::unique_ptr<health::HealthMonitor> health_;  // static services' health checks (live)
   bool ready_ = false;  // the workers run the first snapshot: VIPs may be announced
   std::vector<IpAddr> vips_, usable_vips_;  // every VIP; those with a backend to take flows
   std::unique_ptr<mesh::MeshRuntime> mesh_rt_;
@@ -561,6 +564,7 @@ bool GatewayRun::start_mesh() {
 
 // A new service list -> snapshot -> publish. On failure the running snapshot stays.
 bool GatewayRun::publish_services(std::vector<ServiceSpec> services, const char* why) {
+  if (health_) health_->apply(services);
   const auto t0 = std::chrono::steady_clock::now();
   auto snap = build_snapshot(cfg_, services, ports_, *reg_, version_ + 1);
   const double build_ms =
@@ -638,7 +642,14 @@ void GatewayRun::poll_certificate() {
   }
 }
 
+// A backend went up or down: the services again, marked (publish_services applies the states).
+void GatewayRun::poll_health(std::chrono::steady_clock::time_point now) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch());
+  if (health_->tick(uint64_t(ms.count()))) publish_services(health_->services(), "health");
+}
+
 bool GatewayRun::publish_first_snapshot() {
+  if (!replay_) health_ = health::HealthMonitor::create(cfg_);
   if (mesh_rt_) poll_mesh();
   return version_ != 0 || publish_services(services_from_config(cfg_), "config");
 }
@@ -755,6 +766,7 @@ void GatewayRun::register_metrics() {
     add_flow_rule_metrics(*admin_, *flow_rules_);
     admin_->set_flow_rules_source([m = flow_rules_.get()] { return flow_rules_json(*m); });
   }
+  if (health_) add_health_metrics(*admin_, *health_);
   if (bgp_) {
     add_bgp_metrics(*admin_, *bgp_);
     admin_->set_bgp_source([b = bgp_.get()] {
@@ -797,6 +809,7 @@ void GatewayRun::control_loop() {
     fan_out_neighbors();
     if (mesh_rt_ && phase_ != Phase::kStopping) poll_mesh();
     if (cert_provider_ && phase_ != Phase::kStopping) poll_certificate();
+    if (health_ && phase_ != Phase::kStopping) poll_health(now);
     publisher_.reclaim();
     if (progress_) show_progress();
     std::this_thread::sleep_for(std::chrono::milliseconds(1));

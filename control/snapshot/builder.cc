@@ -287,11 +287,12 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
       backend_user.push_back(si);
     }
     if (sc.on_backend_removal == BackendRemoval::kReset) {
-      // Backends this service had in earlier snapshots and no longer has.
+      // Backends this service had in earlier snapshots and no longer has, and those its health
+      // check took out: both leave the service, and their flows are reset alike.
       std::vector<bool> current(stats.names().size() + 1, false);
       for (uint32_t bi = 0; bi < s.n_backends; ++bi) {
         const uint32_t id = snap->backends[s.first_backend + bi].stat_id;
-        if (id < current.size()) current[id] = true;
+        if (id < current.size() && eps[bi].healthy) current[id] = true;
       }
       for (uint32_t id : stats.ids_of(sc.name)) {
         if (id == 0 || (id < current.size() && current[id])) continue;

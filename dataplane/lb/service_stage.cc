@@ -161,6 +161,13 @@ void stage_lookup(WorkerCtx& c, Burst& b, rte_mbuf** pkts, uint16_t n) {
       b.next[i] = kNextStack;
       continue;
     }
+    if (b.next[i] == kNextMiss && c.p.host_out && !c.snap->is_fullnat_address(m.dst) &&
+        !c.snap->is_vip(m.dst) && to_host_twin(c, b, i)) {
+      // To the address of a port with a twin, with no flow and no service: the kernel's
+      // connection (a health check's SYN-ACK from a backend, a BGP session), never a reply of
+      // ours to translate or another worker's.
+      continue;
+    }
     if (b.next[i] == kNextMiss) {
       // No flow here: another worker's (replies hash independently of their flow's first
       // packet), or none. Echo requests never belong to another worker's flow: they start

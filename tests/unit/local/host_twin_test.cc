@@ -3,7 +3,9 @@
 // sends through the twin leaving by the port.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "tests/support/dp_harness.h"
 #include "tests/support/frames.h"
@@ -159,6 +161,47 @@ TEST(HostTwin, fragments_and_icmp_errors_to_a_port_address_reach_the_twin) {
   EXPECT_EQ(host[1].second, later);
   EXPECT_EQ(host[2].second, err);
   EXPECT_EQ(h.drops_total(), 0u);
+}
+
+// A health check's connection: the kernel behind the twin connects from the port's address to
+// a backend of a service; the backend's answers must reach the kernel, not be taken for a
+// stateless reply of a flow to the VIP (dropped as reply_no_flow) or handed round the workers.
+TEST(HostTwin, a_backends_answer_to_a_port_address_reaches_the_twin_on_every_worker) {
+  for (const uint16_t workers : {1, 2}) {
+    SCOPED_TRACE(workers);
+    DataplaneHarness h(with_twin(), twin_options(256, workers));
+    std::vector<Bytes> answers;
+    for (uint16_t i = 0; i < 16; ++i) {
+      answers.push_back(tcp_frame("198.51.100.11", 8080, "198.51.100.1", uint16_t(40000 + i),
+                                  pkt::kTcpSyn | pkt::kTcpAck));
+    }
+    answers.push_back(tcp_frame("2001:db8:1::12", 8080, "2001:db8:1::1", 40100,
+                                pkt::kTcpRst | pkt::kTcpAck));
+    EXPECT_TRUE(h.send(answers, kT0).empty());
+    const auto host = h.take_host();
+    ASSERT_EQ(host.size(), answers.size());
+    // Unchanged, whichever worker took each (their order across workers is not kept).
+    std::vector<Bytes> got;
+    for (const auto& [port, frame] : host) got.push_back(frame);
+    for (const Bytes& a : answers) {
+      const auto it = std::find(got.begin(), got.end(), a);
+      ASSERT_NE(it, got.end()) << "an answer did not reach the twin unchanged";
+      got.erase(it);
+    }
+    EXPECT_EQ(h.drops_total(), 0u);
+    EXPECT_EQ(h.counters().flows_created, 0u);
+    EXPECT_TRUE(h.balanced());
+  }
+}
+
+TEST(HostTwin, without_a_twin_a_backends_packet_to_a_port_address_is_still_dropped) {
+  DataplaneHarness h(kDemoTopology, twin_options());
+  EXPECT_TRUE(h.send(tcp_frame("198.51.100.11", 8080, "198.51.100.1", 40000,
+                               pkt::kTcpSyn | pkt::kTcpAck),
+                     kT0)
+                  .empty());
+  EXPECT_TRUE(h.take_host().empty());
+  EXPECT_EQ(h.drops(Drop::kReplyNoFlow), 1u);
 }
 
 TEST(HostTwin, what_the_kernel_sends_leaves_by_the_port_as_it_is) {

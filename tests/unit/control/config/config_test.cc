@@ -22,6 +22,15 @@ device = "net_null0"
 addresses = ["198.51.100.1/24", "2001:db8:1::1/64"]
 )";
 
+// kPort with a kernel twin: what a service with a health_check needs.
+constexpr std::string_view kTwinPort = R"(
+[[port]]
+name = "net0"
+device = "net_null0"
+addresses = ["198.51.100.1/24"]
+host_interface = "mg0"
+)";
+
 Config parse_ok(std::string_view text) {
   auto r = parse_config(text, kFile);
   EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().str());
@@ -538,6 +547,62 @@ TEST(ConfigErrors, ValidateConfigChecksConfigsBuiltInCode) {
   EXPECT_TRUE(validate_config(c).errors.empty()) << validate_config(c).str();
 }
 
+TEST(ConfigHealthCheck, InlineAndTableFormsWithDefaults) {
+  const Config c = parse_ok(R"([[port]]
+name = "net0"
+device = "net_null0"
+addresses = ["198.51.100.1/24"]
+host_interface = "mg0"
+[[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+health_check = { type = "http", path = "/healthz", port = 9000, rise = 1 }
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+[[service]]
+name = "api"
+vip = "203.0.113.11"
+port = 80
+  [service.health_check]
+  interval_ms = 500
+  timeout_ms = 200
+  fall = 5
+  [[service.backend]]
+  address = "198.51.100.12"
+  port = 8080
+[[service]]
+name = "plain"
+vip = "203.0.113.12"
+port = 80
+  [[service.backend]]
+  address = "192.0.2.1"
+  port = 8080
+)");
+  ASSERT_EQ(c.services.size(), 3u);
+  const HealthCheckConfig& web = c.services[0].health_check;
+  EXPECT_TRUE(web.enabled);
+  EXPECT_EQ(web.type, HealthCheckType::kHttp);
+  EXPECT_EQ(web.path, "/healthz");
+  EXPECT_EQ(web.port, 9000);
+  EXPECT_EQ(web.rise, 1u);
+  EXPECT_EQ(web.fall, kDefaultHealthFall);
+  EXPECT_EQ(web.interval_ms, kDefaultHealthIntervalMs);
+  EXPECT_EQ(web.timeout_ms, kDefaultHealthTimeoutMs);
+  const HealthCheckConfig& api = c.services[1].health_check;
+  EXPECT_TRUE(api.enabled);
+  EXPECT_EQ(api.type, HealthCheckType::kTcp);
+  EXPECT_EQ(api.port, 0);  // each backend's own
+  EXPECT_EQ(api.path, "/");
+  EXPECT_EQ(api.interval_ms, 500u);
+  EXPECT_EQ(api.timeout_ms, 200u);
+  EXPECT_EQ(api.rise, kDefaultHealthRise);
+  EXPECT_EQ(api.fall, 5u);
+  // No health check: the backend need not be reachable through a twin.
+  EXPECT_FALSE(c.services[2].health_check.enabled);
+}
+
 // ---- the table of broken configs ----
 
 struct BadConfig {
@@ -549,31 +614,39 @@ struct BadConfig {
   const char* message;  // a substring of the message
   bool add_port = true;
   size_t n_errors = 1;  // one mistake, one error: no follow-on errors
+  std::string_view port = kPort;  // what add_port appends
 };
 
 void PrintTo(const BadConfig& c, std::ostream* os) { *os << c.name; }
+
+// `text` is refused with `n_errors` errors, one of them at line:column, at `key`, with a message
+// containing `message`.
+void expect_one_error(const std::string& text, uint32_t line, uint32_t column, const char* key,
+                      const char* message, size_t n_errors) {
+  auto r = parse_config(text, kFile);
+  ASSERT_FALSE(r.ok()) << "config was accepted:\n" << text;
+  const auto& errors = r.error().errors;
+  EXPECT_EQ(errors.size(), n_errors) << r.error().str();
+  bool found = false;
+  for (const auto& e : errors) {
+    if (e.pos.line == line && e.pos.column == column && e.key == key &&
+        e.message.find(message) != std::string::npos) {
+      found = true;
+      EXPECT_EQ(e.pos.file, kFile);
+    }
+  }
+  EXPECT_TRUE(found) << "expected " << kFile << ":" << line << ":" << column << ": " << key
+                     << ": ..." << message << "...\ngot:\n"
+                     << r.error().str();
+}
 
 class BadConfigTest : public testing::TestWithParam<BadConfig> {};
 
 TEST_P(BadConfigTest, ReportsPositionKeyAndMessage) {
   const BadConfig& bc = GetParam();
   std::string text = bc.toml;
-  if (bc.add_port) text += kPort;
-  auto r = parse_config(text, kFile);
-  ASSERT_FALSE(r.ok()) << "config was accepted:\n" << text;
-  const auto& errors = r.error().errors;
-  EXPECT_EQ(errors.size(), bc.n_errors) << r.error().str();
-  bool found = false;
-  for (const auto& e : errors) {
-    if (e.pos.line == bc.line && e.pos.column == bc.column && e.key == bc.key &&
-        e.message.find(bc.message) != std::string::npos) {
-      found = true;
-      EXPECT_EQ(e.pos.file, kFile);
-    }
-  }
-  EXPECT_TRUE(found) << "expected " << kFile << ":" << bc.line << ":" << bc.column << ": "
-                     << bc.key << ": ..." << bc.message << "...\ngot:\n"
-                     << r.error().str();
+  if (bc.add_port) text += bc.port;
+  expect_one_error(text, bc.line, bc.column, bc.key, bc.message, bc.n_errors);
 }
 
 const BadConfig kBadConfigs[] = {
@@ -1481,10 +1554,106 @@ build_thread = 2
 build_threads = 2
 )",
      1, 1, "control", "write [control], not [[control]]"},
+
+    // -- health_check (more in kBadHealthChecks) --
+    {"health_check_backend_on_a_port_without_host_interface", R"([[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+health_check = { type = "tcp" }
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+)",
+     7, 13, "service[0].backend[0].address",
+     R"(backend 198.51.100.11 is on-link of port "net0", which has no host_interface (probes )"
+     "are kernel connections through a port's kernel twin, which reaches that port's prefixes "
+     "only)"},
+    {"health_check_backend_not_on_link_of_a_port", R"([[port]]
+name = "net0"
+device = "net_null0"
+addresses = ["198.51.100.1/24"]
+host_interface = "mg0"
+[[route]]
+prefix = "192.0.2.0/24"
+via = "198.51.100.254"
+[[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+health_check = { type = "tcp" }
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+  [[service.backend]]
+  address = "192.0.2.20"
+  port = 8080
+)",
+     18, 13, "service[0].backend[1].address",
+     "backend 192.0.2.20 is not on-link of any port address", false},
 };
 
 INSTANTIATE_TEST_SUITE_P(Config, BadConfigTest, testing::ValuesIn(kBadConfigs),
                          [](const testing::TestParamInfo<BadConfig>& info) {
+                           return std::string(info.param.name);
+                         });
+
+// The health_check cases: `text` goes after a service's first lines (so line 5 is its first
+// line) and before its backend; kTwinPort follows.
+struct BadHealthCheck {
+  const char* name;
+  const char* text;
+  uint32_t line;
+  uint32_t column;
+  const char* key;
+  const char* message;
+};
+
+void PrintTo(const BadHealthCheck& c, std::ostream* os) { *os << c.name; }
+
+class BadHealthCheckTest : public testing::TestWithParam<BadHealthCheck> {};
+
+TEST_P(BadHealthCheckTest, ReportsPositionKeyAndMessage) {
+  const BadHealthCheck& c = GetParam();
+  const std::string text = std::string("[[service]]\nname = \"web\"\nvip = \"203.0.113.10\"\n"
+                                       "port = 80\n") +
+                           c.text + "  [[service.backend]]\n  address = \"198.51.100.11\"\n"
+                                    "  port = 8080\n" + std::string(kTwinPort);
+  expect_one_error(text, c.line, c.column, c.key, c.message, 1);
+}
+
+const BadHealthCheck kBadHealthChecks[] = {
+    {"type_unknown_suggests_http", "health_check = { type = \"htp\" }\n", 5, 25,
+     "service[0].health_check.type",
+     R"(expected one of tcp, http, got "htp" (did you mean 'http'?))"},
+    {"unknown_key_suggests_the_closest", "health_check = { intervall_ms = 500 }\n", 5, 18,
+     "service[0].health_check.intervall_ms", "did you mean 'interval_ms'?"},
+    {"timeout_not_below_interval",
+     "  [service.health_check]\n  interval_ms = 1000\n  timeout_ms = 1000\n", 7, 16,
+     "service[0].health_check.timeout_ms", "timeout_ms 1000 must be below interval_ms 1000"},
+    {"rise_zero", "health_check = { rise = 0 }\n", 5, 25, "service[0].health_check.rise",
+     "expected an integer 1..100, got 0"},
+    {"fall_zero", "health_check = { fall = 0 }\n", 5, 25, "service[0].health_check.fall",
+     "expected an integer 1..100, got 0"},
+    {"interval_too_short", "health_check = { interval_ms = 50, timeout_ms = 10 }\n", 5, 32,
+     "service[0].health_check.interval_ms", "expected an integer 100..3600000, got 50"},
+    {"http_path_without_a_slash", "health_check = { type = \"http\", path = \"healthz\" }\n", 5,
+     40, "service[0].health_check.path",
+     R"(expected a path starting with '/' (the GET request target), got "healthz")"},
+    {"http_path_with_a_space", "health_check = { type = \"http\", path = \"/a b\" }\n", 5, 40,
+     "service[0].health_check.path", "without spaces or control characters"},
+    {"path_on_a_tcp_check", "health_check = { path = \"/healthz\" }\n", 5, 25,
+     "service[0].health_check.path", R"(path applies to type "http" only)"},
+    {"port_zero", "health_check = { port = 0 }\n", 5, 25, "service[0].health_check.port",
+     "expected an integer 1..65535, got 0"},
+    {"as_an_array_of_tables", "  [[service.health_check]]\n  type = \"tcp\"\n", 5, 3,
+     "service[0].health_check", "write [service.health_check], not [[...]]"},
+    {"udp_service_without_a_check_port", "protocol = \"udp\"\nhealth_check = { type = \"tcp\" }\n",
+     6, 16, "service[0].health_check", "a UDP service's backends are probed over TCP"},
+};
+
+INSTANTIATE_TEST_SUITE_P(Config, BadHealthCheckTest, testing::ValuesIn(kBadHealthChecks),
+                         [](const testing::TestParamInfo<BadHealthCheck>& info) {
                            return std::string(info.param.name);
                          });
 

@@ -260,6 +260,41 @@ TEST(SnapshotBuilder, AServiceWithoutEligibleBackendsHasNoTableAndGetsOneBack) {
   EXPECT_EQ(s3->services[0].table[0], 0u);
 }
 
+TEST(SnapshotBuilder, UnhealthyBackendsOfAResetServiceHaveTheirFlowsResetUntilTheyAreBack) {
+  Fixture f;
+  ctl::Registries reg;
+  auto reset = spec("reset", "203.0.113.10", 80,
+                    {{"198.51.100.11", 1}, {"198.51.100.12", 1}, {"198.51.100.13", 1}});
+  reset.on_backend_removal = ctl::BackendRemoval::kReset;
+  auto keep = spec("keep", "203.0.113.11", 80, {{"198.51.100.11", 1}, {"198.51.100.12", 1}});
+  auto s1 = f.build({reset, keep}, reg, 1);
+  for (uint32_t b = 0; b < s1->backends.size(); ++b) {
+    EXPECT_FALSE(s1->reset_flows_of(s1->backends[b].stat_id)) << "all healthy: backend " << b;
+  }
+  // Backend .12 fails its health check in both services.
+  reset.endpoints[1].healthy = false;
+  keep.endpoints[1].healthy = false;
+  auto s2 = f.build({reset, keep}, reg, 2);
+  const dp::SnapService& r = s2->services[0];
+  const dp::SnapService& k = s2->services[1];
+  EXPECT_TRUE(s2->reset_flows_of(s2->backends[r.first_backend + 1].stat_id));
+  EXPECT_FALSE(s2->reset_flows_of(s2->backends[r.first_backend].stat_id));
+  EXPECT_FALSE(s2->reset_flows_of(s2->backends[r.first_backend + 2].stat_id));
+  // on_backend_removal = "keep": its flows stay.
+  EXPECT_FALSE(s2->reset_flows_of(s2->backends[k.first_backend + 1].stat_id));
+  // Neither service gives it new flows.
+  for (const dp::SnapService* sv : {&r, &k}) {
+    for (uint32_t slot = 0; slot < sv->table_size; ++slot) {
+      ASSERT_NE(sv->table[slot], 1u) << sv->name << " slot " << slot;
+    }
+  }
+  // Back up: its flows are no longer reset.
+  reset.endpoints[1].healthy = true;
+  keep.endpoints[1].healthy = true;
+  auto s3 = f.build({reset, keep}, reg, 3);
+  EXPECT_FALSE(s3->reset_flows_of(s3->backends[s3->services[0].first_backend + 1].stat_id));
+}
+
 TEST(SnapshotBuilder, RouteTablesAreSharedUntilTheRoutesChange) {
   Fixture f;
   ctl::Registries reg;
