@@ -38,4 +38,8 @@ std::string render_stats(const nlohmann::json& stats);
 // announced), one per VIP (announced or withdrawn).
 std::string render_bgp(const nlohmann::json& bgp);
 
+// POST /reload's answer: on "ok" one line with what changed and the new config's hash; else the
+// result and every error, one "file:line:column: key: message" per line.
+std::string render_reload(const nlohmann::json& reload);
+
 }  // namespace meshgate::ctl_tool

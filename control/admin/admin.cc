@@ -148,6 +148,9 @@ AdminReply Admin::answer(QueryKind kind) {
     case QueryKind::kBgp:
       if (!bgp_source_) return text_reply(404, "BGP is not configured (no [bgp] table)");
       return json_reply(bgp_source_());
+    case QueryKind::kReload:
+      if (!reload_handler_) return text_reply(503, "config reload is not available");
+      return reload_handler_();
   }
   return text_reply(500, "unknown query");
 }
@@ -242,6 +245,7 @@ std::string Admin::config_dump() {
   const dp::Snapshot* snap = publisher_.current();
   json j;
   j["snapshot_version"] = snap ? snap->version : 0;
+  j["config"] = config_status_;
   // The lookup table size is decided by the builder; names are unique among services.
   std::unordered_map<std::string_view, uint32_t> table_sizes;
   if (snap) {
