@@ -1,7 +1,7 @@
 // meshgate-ctl: the admin API from a shell (README.md "Admin API and meshgate-ctl").
 //   meshgate-ctl [--admin HOST:PORT] services | flows [--limit N] | stats | config | bgp |
-//                flow-rules | drain
-// Exit codes: 0 ok, 1 admin API unreachable or HTTP error, 2 usage.
+//                flow-rules | drain | reload
+// Exit codes: 0 ok, 1 admin API unreachable, HTTP error or a refused reload, 2 usage.
 #include <CLI/CLI.hpp>
 #include <httplib.h>
 
@@ -25,6 +25,8 @@ constexpr const char* kDefaultAdmin = "127.0.0.1:15000";  // [admin] listen defa
 constexpr uint32_t kMaxLimit = 100000;                     // GET /flows maximum
 // GET /flows waits up to 1 s for the workers; the rest is the control loop's tick.
 constexpr time_t kReadTimeoutS = 10;
+// POST /reload builds a snapshot; the admin API gives it 30 s.
+constexpr time_t kReloadTimeoutS = 35;
 constexpr time_t kConnectTimeoutS = 2;
 
 struct Admin {
@@ -80,6 +82,32 @@ std::optional<std::string> request(const Admin& a, const std::string& method,
   return res->body;
 }
 
+// POST /reload: prints the outcome (stdout when applied, stderr when refused). True when the
+// config was applied.
+bool reload(const Admin& a) {
+  httplib::Client cli(a.host, a.port);
+  cli.set_connection_timeout(kConnectTimeoutS, 0);
+  cli.set_read_timeout(kReloadTimeoutS, 0);
+  httplib::Result res = cli.Post("/reload");
+  if (!res) {
+    std::fprintf(stderr,
+                 "meshgate-ctl: cannot reach the meshgate admin API at %s (POST /reload: %s); is "
+                 "meshgate running, with [admin] listen = \"%s\"?\n",
+                 a.text.c_str(), httplib::to_string(res.error()).c_str(), a.text.c_str());
+    return false;
+  }
+  // 200 applied, 400 invalid, 409 restart required: each with the JSON outcome.
+  json j = json::parse(res->body, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("result")) {
+    std::fprintf(stderr, "meshgate-ctl: POST /reload at %s: HTTP %d: %s", a.text.c_str(),
+                 res->status, res->body.c_str());
+    return false;
+  }
+  const std::string text = render_reload(j);
+  std::fputs(text.c_str(), res->status == 200 ? stdout : stderr);
+  return res->status == 200;
+}
+
 std::optional<json> get_json(const Admin& a, const std::string& path) {
   auto body = request(a, "GET", path);
   if (!body) return std::nullopt;
@@ -113,6 +141,8 @@ int main(int argc, char** argv) {
   CLI::App* bgp = app.add_subcommand("bgp", "BGP sessions and announced VIPs ([bgp])");
   CLI::App* flow_rules =
       app.add_subcommand("flow-rules", "rte_flow rules per port: installed, or refused and why");
+  CLI::App* reload_cmd = app.add_subcommand(
+      "reload", "re-read the config file and apply it (what changed, or why nothing did)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -155,6 +185,8 @@ int main(int argc, char** argv) {
       auto fr = get_json(a, "/flow_rules");
       if (!fr) return kExitFailure;
       std::fputs(render_flow_rules(*fr).c_str(), stdout);
+    } else if (*reload_cmd) {
+      if (!reload(a)) return kExitFailure;
     } else if (*drain) {
       auto body = request(a, "POST", "/drain");
       if (!body) return kExitFailure;

@@ -4,6 +4,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <map>
+#include <sstream>
 #include <utility>
 
 namespace meshgate::ctl_tool {
@@ -267,6 +268,26 @@ std::string render_flow_rules(const json& r) {
            x.at("handle").get<bool>() ? "yes" : "no", x.at("reason").get<std::string>()});
   }
   return out + t.str();
+std::string render_reload(const json& r) {
+  const std::string result = r.at("result").get<std::string>();
+  std::ostringstream out;
+  if (result == "ok") {
+    const json& c = r.at("changes");
+    out << "reloaded: services +" << c.at("services_added").get<uint32_t>() << " -"
+        << c.at("services_removed").get<uint32_t>() << " ~"
+        << c.at("services_changed").get<uint32_t>() << ", listeners +"
+        << c.at("listeners_added").get<uint32_t>() << " -"
+        << c.at("listeners_removed").get<uint32_t>() << " ~"
+        << c.at("listeners_changed").get<uint32_t>();
+    std::string other;
+    for (const auto& o : c.at("other")) other += (other.empty() ? "" : ", ") + o.get<std::string>();
+    if (!other.empty()) out << ", also changed: " << other;
+    out << "\nsha256 " << r.at("sha256").get<std::string>() << "\n";
+    return out.str();
+  }
+  out << "reload refused (" << result << "): nothing changed, the running config stays\n";
+  for (const auto& e : r.at("errors")) out << "  " << e.at("text").get<std::string>() << "\n";
+  return out.str();
 }
 
 }  // namespace meshgate::ctl_tool

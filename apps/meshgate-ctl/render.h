@@ -42,5 +42,8 @@ std::string render_bgp(const nlohmann::json& bgp);
 // software, then one line per rule (port, kind, priority, match, action, state, handle, and
 // the PMD's reason when refused).
 std::string render_flow_rules(const nlohmann::json& rules);
+// POST /reload's answer: on "ok" one line with what changed and the new config's hash; else the
+// result and every error, one "file:line:column: key: message" per line.
+std::string render_reload(const nlohmann::json& reload);
 
 }  // namespace meshgate::ctl_tool

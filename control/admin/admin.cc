@@ -151,6 +151,9 @@ AdminReply Admin::answer(QueryKind kind) {
     case QueryKind::kFlowRules:
       if (!flow_rules_source_) return text_reply(404, "no ports: no rte_flow rules (pcap replay)");
       return json_reply(flow_rules_source_());
+    case QueryKind::kReload:
+      if (!reload_handler_) return text_reply(503, "config reload is not available");
+      return reload_handler_();
   }
   return text_reply(500, "unknown query");
 }
@@ -245,6 +248,7 @@ std::string Admin::config_dump() {
   const dp::Snapshot* snap = publisher_.current();
   json j;
   j["snapshot_version"] = snap ? snap->version : 0;
+  j["config"] = config_status_;
   // The lookup table size is decided by the builder; names are unique among services.
   std::unordered_map<std::string_view, uint32_t> table_sizes;
   if (snap) {

@@ -47,6 +47,8 @@ class Admin {
 
   // Binds [admin] listen and starts the HTTP threads. Until start_serving(), queries other than
   // /ready answer 503 (starting). `cfg`, `registry` and `publisher` must outlive the Admin.
+  // `cfg` is read on the control thread per query: a config reload that replaces its contents
+  // (GatewayRun::reload) shows in the next /config_dump.
   static Result<std::unique_ptr<Admin>> start(const Config& cfg, const StatRegistry& registry,
                                               const SnapshotPublisher& publisher);
   ~Admin();
@@ -68,6 +70,12 @@ class Admin {
   }
   // GET /config_dump's "health_checks" (the backends' health check states); absent without one.
   void set_health_source(std::function<nlohmann::json()> fn) { health_source_ = std::move(fn); }
+  // POST /reload's answer: the runtime reloads the config on the control thread and says how
+  // it went. Without one POST /reload answers 503.
+  void set_reload_handler(std::function<AdminReply()> fn) { reload_handler_ = std::move(fn); }
+  // GET /config_dump's "config" object: the loaded file, its hash and the last reload. Call
+  // after every reload attempt.
+  void set_config_status(nlohmann::json status) { config_status_ = std::move(status); }
   // Other control modules' metric families (the mesh provider's meshgate_xds_*).
   void add_metrics_source(MetricsSource fn) { metrics_sources_.push_back(std::move(fn)); }
   // The launched workers, index = worker number, and the started ports (their counters are
@@ -119,6 +127,8 @@ class Admin {
   std::function<nlohmann::json()> bgp_source_;
   std::function<nlohmann::json()> flow_rules_source_;
   std::function<nlohmann::json()> health_source_;
+  std::function<AdminReply()> reload_handler_;
+  nlohmann::json config_status_ = nlohmann::json::object();
   WorkerHealth health_;
   std::deque<FlowJob> flow_jobs_;
   // Dumps whose worker did not finish before the job was answered: kept until it does.

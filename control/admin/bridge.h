@@ -27,7 +27,10 @@
 
 namespace meshgate::ctl {
 
-enum class QueryKind : uint8_t { kHealth, kStats, kMetrics, kConfigDump, kFlows, kBgp, kFlowRules };
+// kReload (POST /reload) is an action, not a read: the control loop reloads the config and
+// answers with the result.
+enum class QueryKind : uint8_t { kHealth, kStats, kMetrics, kConfigDump, kFlows, kBgp, kFlowRules,
+                            kReload };
 
 struct AdminReply {
   int status = 200;

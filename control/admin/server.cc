@@ -169,6 +169,8 @@ class ConnectionPool : public httplib::TaskQueue {
 // How long a handler waits for the control loop: it ticks every millisecond, and /flows waits
 // at most kFlowDumpWait (1 s) for the workers.
 constexpr std::chrono::milliseconds kAnswerTimeout{3000};
+// A reload builds a snapshot: seconds for a config of tens of thousands of services.
+constexpr std::chrono::milliseconds kReloadTimeout{30000};
 
 struct HostPort {
   std::string host;
@@ -211,7 +213,9 @@ constexpr const char* kIndex =
     "  GET  /flows?limit=N flows of every worker as JSON (N 1..100000, default 100)\n"
     "  GET  /bgp           BGP sessions and announced VIPs as JSON ([bgp])\n"
     "  GET  /flow_rules    rte_flow rules per port, installed or refused and why, as JSON\n"
-    "  POST /drain         refuse new flows, exit once established flows closed\n";
+    "  POST /drain         refuse new flows, exit once established flows closed\n"
+    "  POST /reload        reload the config file: 200 with what changed, 400 invalid,\n"
+    "                      409 when a changed key needs a restart (nothing applied)\n";
 
 }  // namespace
 
@@ -305,14 +309,37 @@ void AdminServer::routes() {
     }
     answer(res, b.ask(QueryKind::kFlows, limit, kAnswerTimeout));
   });
-  s.Post("/drain", [&b](const httplib::Request&, httplib::Response& res) {
+  auto drain = [&b](httplib::Response& res) {
     b.request_drain();
     answer(res, text_reply(200, "draining: new flows are refused; meshgate exits once established "
                                 "flows have closed or [gateway] drain_timeout_ms has passed"));
+  };
+  auto reload = [&b](httplib::Response& res) {
+    answer(res, b.ask(QueryKind::kReload, 0, kReloadTimeout));
+  };
+  // cpp-httplib answers 400, before any handler runs, a POST that has neither Content-Length
+  // nor a chunked body, which is what `curl -X POST` sends; a 400 from POST /reload would read
+  // as "invalid config". These actions take no body: such requests are answered here first.
+  s.set_pre_routing_handler([drain, reload](const httplib::Request& req, httplib::Response& res) {
+    using R = httplib::Server::HandlerResponse;
+    if (req.method != "POST" || req.has_header("Content-Length") ||
+        req.has_header("Transfer-Encoding")) {
+      return R::Unhandled;
+    }
+    if (req.path == "/drain") drain(res);
+    else if (req.path == "/reload") reload(res);
+    else return R::Unhandled;
+    return R::Handled;
   });
+  s.Post("/drain", [drain](const httplib::Request&, httplib::Response& res) { drain(res); });
   s.Get("/drain", [](const httplib::Request&, httplib::Response& res) {
     res.set_header("Allow", "POST");
     answer(res, text_reply(405, "use POST /drain"));
+  });
+  s.Post("/reload", [reload](const httplib::Request&, httplib::Response& res) { reload(res); });
+  s.Get("/reload", [](const httplib::Request&, httplib::Response& res) {
+    res.set_header("Allow", "POST");
+    answer(res, text_reply(405, "use POST /reload"));
   });
 }
 

@@ -142,6 +142,9 @@ struct GatewayConfig {
   // Milliseconds SIGTERM / POST /drain waits for established TCP flows to close (new flows are
   // refused meanwhile) before the workers stop; 0 stops at once.
   uint32_t drain_timeout_ms = kDefaultDrainTimeoutMs;
+  // Reload the config when its file changes (as SIGHUP does; config/README.md "Reloading").
+  // Off by default: an editor's half-written save would be tried (and refused) as a reload.
+  bool watch_config = false;
   SourcePos pos;
 };
 
@@ -393,6 +396,8 @@ struct BgpConfig {
 
 struct Config {
   std::string path;  // the file this came from
+  // SHA-256 of the bytes parsed, lowercase hex (load_config); empty for text parsed in code.
+  std::string sha256;
   // Where each key was written ("hbone.cert_chain" -> file:line:column), for errors found after
   // parsing (the files and devices the config names). Empty for configs built in code.
   std::map<std::string, SourcePos, std::less<>> positions;

@@ -102,7 +102,8 @@ inline constexpr std::string_view kRootKeys[] = {"gateway", "port",    "route", 
                                                  "service", "fullnat", "proxy",     "conntrack",
                                                  "mesh",    "hbone",   "control",   "admin",
                                                  "bgp",     "listener"};
-inline constexpr std::string_view kGatewayKeys[] = {"workers", "locality", "drain_timeout_ms"};
+inline constexpr std::string_view kGatewayKeys[] = {"workers", "locality", "drain_timeout_ms",
+                                                    "watch_config"};
 inline constexpr std::string_view kBgpKeys[] = {"local_as", "router_id", "hold_time_s",
                                                 "withdraw_wait_ms", "daemon", "runtime_dir",
                                                 "peer"};

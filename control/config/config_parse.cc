@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "control/common/file_read.h"
+#include "control/common/sha256.h"
 #include "control/config/config_internal.h"
 
 namespace meshgate::ctl {
@@ -393,6 +394,7 @@ void Parser::parse_gateway(const toml::table& t, GatewayConfig& g) {
     }
   }
   read_int(t, p, "drain_timeout_ms", kDrainTimeoutSpec, g.drain_timeout_ms);
+  read_bool(t, p, "watch_config", g.watch_config);
 }
 
 PortConfig Parser::parse_port(const toml::table& t, const std::string& p) {
@@ -702,7 +704,9 @@ Result<Config, ConfigErrors> load_config(const std::string& path) {
     return ConfigErrors{
         {ConfigError{SourcePos{path, 0, 0}, "", "config file " + text.error().message}}};
   }
-  return parse_config(*text, path);
+  auto c = parse_config(*text, path);
+  if (c) c->sha256 = sha256_hex(*text);
+  return c;
 }
 
 SourcePos position_of(const Config& config, std::string_view key) {

@@ -38,9 +38,19 @@ void MeshRuntime::stop() {
 std::optional<MeshRuntime::Pending> MeshRuntime::poll() {
   auto upd = provider_->take();
   if (!upd) return std::nullopt;
+  last_ = std::move(upd);
+  return map(*last_);
+}
+
+std::optional<MeshRuntime::Pending> MeshRuntime::remap() {
+  if (!last_) return std::nullopt;
+  return map(*last_);
+}
+
+MeshRuntime::Pending MeshRuntime::map(const MeshUpdate& upd) {
   Pending p;
   p.services = services_from_config(cfg_);
-  MappingResult m = map_mesh(*upd->model, mapping_, p.services);
+  MappingResult m = map_mesh(*upd.model, mapping_, p.services);
   for (const auto& note : m.notes) log(LogLevel::kWarn, "mesh_spec_dropped", "reason=\"%s\"", note.c_str());
   if (m.stats.hbone_endpoints > 0 && !uses_hbone(cfg_)) {
     // Without an [hbone] certificate source the gateway cannot originate HBONE: such endpoints
@@ -50,11 +60,11 @@ std::optional<MeshRuntime::Pending> MeshRuntime::poll() {
         "no [hbone] cert_chain or ca_address");
   }
   for (auto& s : m.specs) p.services.push_back(std::move(s));
-  p.policies.reserve(upd->model->policies.size());
-  for (const auto& [key, pol] : upd->model->policies) p.policies.push_back(pol);
+  p.policies.reserve(upd.model->policies.size());
+  for (const auto& [key, pol] : upd.model->policies) p.policies.push_back(pol);
   p.stats = m.stats;
-  p.generation = upd->generation;
-  p.synced = upd->synced;
+  p.generation = upd.generation;
+  p.synced = upd.synced;
   return p;
 }
 

@@ -38,6 +38,9 @@ class MeshRuntime {
     bool synced = false;
   };
   std::optional<Pending> poll();
+  // The last model the provider delivered, mapped again after the static services of the config
+  // as it is now (a config reload changed them); nullopt before the first model.
+  std::optional<Pending> remap();
   void published(const Pending& p);
 
   // Any thread: true once a snapshot built from the provider's first full view is published.
@@ -49,7 +52,12 @@ class MeshRuntime {
  private:
   explicit MeshRuntime(const Config& cfg);
 
+  Pending map(const MeshUpdate& upd);
+
+  // The runtime's config: a reload replaces its contents in place (GatewayRun::reload), so the
+  // static services read here are always the running ones.
   const Config& cfg_;
+  std::optional<MeshUpdate> last_;
   MappingOptions mapping_;
   std::unique_ptr<MeshProvider> provider_;
   XdsProvider* xds_ = nullptr;  // provider_ when it is the xDS one

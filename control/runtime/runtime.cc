@@ -21,6 +21,8 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstring>
+#include <ctime>
 #include <fstream>
 #include <limits>
 #include <memory>
@@ -31,6 +33,7 @@
 #include "control/certs/cert_info.h"
 #include "control/certs/cert_provider.h"
 #include "control/certs/tls_context.h"
+#include "control/config/config_reload.h"
 #include "control/flowsteer/flowsteer.h"
 #include "control/health/health_check.h"
 #include "control/host/host_interface.h"
@@ -40,6 +43,7 @@
 #include "control/runtime/eal.h"
 #include "control/runtime/gateway_metrics.h"
 #include "control/runtime/ports.h"
+#include "control/runtime/reload.h"
 #include "control/snapshot/builder.h"
 #include "control/snapshot/publisher.h"
 #include "control/stats/stats.h"
@@ -54,9 +58,9 @@
 namespace meshgate::ctl {
 namespace {
 
-// SIGINT and SIGQUIT stop at once; SIGTERM drains first (live mode). SIGHUP, which would
-// otherwise end the process without a summary, --stats-json or EAL cleanup, is logged and
-// ignored until the config can be reloaded. Every one of them ends in the same cleanup path.
+// SIGINT and SIGQUIT stop at once; SIGTERM drains first (live mode); each of them ends in the
+// same cleanup path. SIGHUP, which would otherwise end the process without a summary,
+// --stats-json or EAL cleanup, reloads the config (GatewayRun::reload).
 volatile std::sig_atomic_t g_sigint = 0;
 volatile std::sig_atomic_t g_sigterm = 0;
 volatile std::sig_atomic_t g_sighup = 0;
@@ -152,14 +156,7 @@ dp::ProxyParams proxy_params(const Config& cfg) {
   for (const auto& p : cfg.ports) mtu = std::min<uint32_t>(mtu, p.mtu);
   t.mss = uint16_t(mtu - 40);      // IPv4 + TCP headers
   t.mss_v6 = uint16_t(mtu - 60);   // IPv6 + TCP headers
-  // Static proxy VIPs are known; mesh services may add any number later.
-  size_t vips = 0;
-  for (const auto& s : cfg.services) vips += s.mode == ForwardMode::kProxy;
-  vips += cfg.listeners.size();
-  // Mesh services run on the stack in proxy mode, or when they have HBONE endpoints.
-  const bool mesh_proxy = cfg.mesh.source != MeshSource::kNone &&
-                          (cfg.mesh.mode == ForwardMode::kProxy || uses_hbone(cfg));
-  t.max_listeners = uint32_t(std::max<size_t>(mesh_proxy ? 1024 : 64, 2 * vips));
+  t.max_listeners = proxy_listener_slots(cfg);
   // RFC 6528 ISNs and SYN cookies: a secret nobody outside the process knows, shared by the
   // workers (a cookie is checked by whichever worker gets the ACK).
   uint64_t key[2] = {0, 0};
@@ -170,8 +167,7 @@ dp::ProxyParams proxy_params(const Config& cfg) {
   t.secret = dp::tcp::SipKey{key[0], key[1]};
   pp.idle_timeout_ms = cfg.proxy.idle_timeout_s * 1000;
   pp.max_sessions = std::max<uint32_t>(1, cfg.proxy.max_connections / 2);
-  for (const auto& s : cfg.services) pp.deny |= s.mode == ForwardMode::kProxy && !s.deny.empty();
-  for (const auto& l : cfg.listeners) pp.deny |= !l.deny.empty();
+  pp.deny = uses_deny(cfg);
   return pp;
 }
 
@@ -185,7 +181,8 @@ enum class Phase { kRunning, kWithdrawing, kDraining, kStopping };
 // teardown() frees whatever the steps got, in reverse order, whichever step failed.
 class GatewayRun {
  public:
-  GatewayRun(const Config& cfg, const RunOptions& opt) : cfg_(cfg), opt_(opt) {}
+  GatewayRun(const Config& cfg, const RunOptions& opt)
+      : config_(cfg), cfg_(config_), opt_(opt), reload_stats_(int64_t(std::time(nullptr))) {}
 
   // Before the EAL: the worker count, the replay input, the mbuf budget, the stack and HBONE
   // settings, and whether the config fits the host's memory. kExitOk, else the exit code.
@@ -208,6 +205,9 @@ class GatewayRun {
   bool start_workers();
   // The optional parts' /metrics families; then the admin API answers every query.
   void register_metrics();
+  // Live mode: POST /reload, the reload metrics and /config_dump status, and the file watch
+  // ([gateway] watch_config). SIGHUP reloads from the control loop's start on.
+  void setup_reload();
   // The workers run the first snapshot: the VIPs are announced from now on ([bgp]).
   void become_ready();
   // Until every worker stopped: signals, drain, admin ticks, neighbor fan-out, providers,
@@ -225,7 +225,17 @@ class GatewayRun {
   bool create_rings();
   bool init_workers();
   bool take_certificate(CertBundle b);
-  bool publish_services(std::vector<ServiceSpec> services, const char* why);
+  bool publish_services(std::vector<ServiceSpec> services, const char* why,
+                        std::string* error = nullptr);
+  // A config reload (config/README.md "Reloading"): the file checked against the running
+  // config; an accepted one replaces config_ and its services are published (after the static
+  // ones, the mesh's last model, as poll_mesh does). Nothing changes unless the result is ok.
+  ReloadOutcome reload(const char* trigger);
+  bool publish_reloaded(std::string* error);
+  // Starts or stops the file watch as cfg_.gateway.watch_config says.
+  void update_config_watch();
+  // A watched change whose bytes differ from the last ones tried: a reload.
+  void poll_config_watch();
   void poll_mesh();
   void poll_certificate();
   void poll_health(std::chrono::steady_clock::time_point now);
@@ -239,6 +249,11 @@ class GatewayRun {
   void fan_out_neighbors();
   void show_progress();
 
+  // The running config, owned here. cfg_ and what was given it at start (Admin, MeshRuntime)
+  // read it in place on the control thread, so a reload that replaces its contents reaches
+  // them all; what only start-up reads (ports, workers, sizes) a reload may not change
+  // (restart_only_changes). Declared before cfg_, which refers to it.
+  Config config_;
   const Config& cfg_;
   const RunOptions& opt_;
   bool replay_ = false;
@@ -276,6 +291,9 @@ class GatewayRun {
   uint64_t version_ = 0;
   std::vector<ServiceSpec> last_services_;  // republished with a new certificate
   std::vector<mesh::Policy> mesh_policies_;  // what reg_->policies was compiled from
+  ReloadStats reload_stats_;
+  std::unique_ptr<ConfigWatch> config_watch_;
+  std::string watched_sha256_;  // the config bytes last loaded or tried
 
   Phase phase_ = Phase::kRunning;
   std::chrono::steady_clock::time_point drain_start_, drain_deadline_, withdraw_deadline_;
@@ -563,7 +581,8 @@ bool GatewayRun::start_mesh() {
 }
 
 // A new service list -> snapshot -> publish. On failure the running snapshot stays.
-bool GatewayRun::publish_services(std::vector<ServiceSpec> services, const char* why) {
+bool GatewayRun::publish_services(std::vector<ServiceSpec> services, const char* why,
+                                  std::string* error) {
   if (health_) health_->apply(services);
   const auto t0 = std::chrono::steady_clock::now();
   auto snap = build_snapshot(cfg_, services, ports_, *reg_, version_ + 1);
@@ -572,6 +591,7 @@ bool GatewayRun::publish_services(std::vector<ServiceSpec> services, const char*
   if (!snap) {
     log(LogLevel::kError, "snapshot_failed", "version=%lu reason=%s error=\"%s\"",
         (unsigned long)(version_ + 1), why, snap.error().message.c_str());
+    if (error) *error = snap.error().message;
     return false;
   }
   ++version_;
@@ -728,13 +748,7 @@ bool GatewayRun::init_workers() {
     wp.qsbr = publisher_.qsbr();
     wp.pool = pool_;
     wp.max_flows = per_worker_flows_;
-    wp.timeouts.tcp_syn_ms = cfg_.conntrack.tcp_syn * 1000;
-    wp.timeouts.tcp_established_ms = cfg_.conntrack.tcp_established * 1000;
-    wp.timeouts.tcp_fin_ms = cfg_.conntrack.tcp_fin * 1000;
-    wp.timeouts.tcp_time_wait_ms = cfg_.conntrack.tcp_time_wait * 1000;
-    wp.timeouts.tcp_close_ms = std::min(cfg_.conntrack.tcp_time_wait, 10u) * 1000;
-    wp.timeouts.udp_ms = cfg_.conntrack.udp * 1000;
-    wp.timeouts.other_ms = cfg_.conntrack.icmp * 1000;
+    wp.timeouts = worker_settings(cfg_).conntrack;
     wp.neighbor_out = s.to_control;
     wp.neighbor_in = s.from_control;
     wp.replay = replay_;
@@ -781,6 +795,76 @@ void GatewayRun::register_metrics() {
   admin_->bridge().mark_snapshot_live();
 }
 
+void GatewayRun::setup_reload() {
+  if (replay_) return;
+  if (admin_) {
+    admin_->set_reload_handler([this] { return reload_reply(reload("admin")); });
+    admin_->add_metrics_source([this](PromWriter& w) { reload_stats_.write_metrics(w); });
+    admin_->set_config_status(reload_stats_.status(cfg_));
+  }
+  watched_sha256_ = cfg_.sha256;
+  update_config_watch();
+}
+
+ReloadOutcome GatewayRun::reload(const char* trigger) {
+  std::optional<Config> next;
+  ReloadOutcome o = check_reload(cfg_, trigger, &next);
+  if (!o.sha256.empty()) watched_sha256_ = o.sha256;
+  if (o.result == ReloadResult::kOk) {
+    // Only start_ports read setups_; they point into the ports about to be replaced.
+    setups_.clear();
+    std::swap(config_, *next);  // *next: the config that ran until now
+    std::string error;
+    if (!publish_reloaded(&error)) {
+      std::swap(config_, *next);
+      o.result = ReloadResult::kInvalid;
+      o.errors.errors.push_back(ConfigError{SourcePos{cfg_.path, 0, 0}, "",
+                                            "the new config's snapshot cannot be built: " + error});
+    }
+  }
+  log_reload(o);
+  reload_stats_.count(o);
+  if (admin_) admin_->set_config_status(reload_stats_.status(cfg_));
+  update_config_watch();
+  return o;
+}
+
+bool GatewayRun::publish_reloaded(std::string* error) {
+  if (mesh_rt_) {
+    if (auto pending = mesh_rt_->remap()) {
+      return publish_services(std::move(pending->services), "reload", error);
+    }
+  }
+  return publish_services(services_from_config(cfg_), "reload", error);
+}
+
+void GatewayRun::update_config_watch() {
+  const bool want = cfg_.gateway.watch_config && !replay_;
+  if (want == (config_watch_ != nullptr)) return;
+  if (!want) {
+    config_watch_.reset();
+    log(LogLevel::kInfo, "config_watch", "state=off path=\"%s\"", cfg_.path.c_str());
+    return;
+  }
+  auto w = std::make_unique<ConfigWatch>();
+  if (!w->start(cfg_.path)) {
+    log(LogLevel::kWarn, "config_watch_failed", "path=\"%s\" error=\"%s\"", cfg_.path.c_str(),
+        std::strerror(errno));
+    return;
+  }
+  config_watch_ = std::move(w);
+  log(LogLevel::kInfo, "config_watch", "state=on path=\"%s\" settle_ms=%d", cfg_.path.c_str(),
+      ConfigWatch::kSettleMs);
+}
+
+void GatewayRun::poll_config_watch() {
+  if (!config_watch_->take_change()) return;
+  const std::string sha = file_sha256(cfg_.path);
+  // Unreadable: removed for a moment (the rename of a save); the next event brings it back.
+  if (sha.empty() || sha == watched_sha256_) return;
+  reload("watch");
+}
+
 void GatewayRun::become_ready() {
   ready_ = true;
   update_announcements();
@@ -810,6 +894,7 @@ void GatewayRun::control_loop() {
     if (mesh_rt_ && phase_ != Phase::kStopping) poll_mesh();
     if (cert_provider_ && phase_ != Phase::kStopping) poll_certificate();
     if (health_ && phase_ != Phase::kStopping) poll_health(now);
+    if (config_watch_ && phase_ != Phase::kStopping) poll_config_watch();
     publisher_.reclaim();
     if (progress_) show_progress();
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -819,8 +904,11 @@ void GatewayRun::control_loop() {
 void GatewayRun::act_on_signals(std::chrono::steady_clock::time_point now) {
   if (g_sighup) {
     g_sighup = 0;
-    log(LogLevel::kWarn, "sighup", "action=ignored reason=\"config reload is not supported "
-        "yet; restart meshgate to apply a new config\"");
+    if (replay_) {
+      log(LogLevel::kInfo, "sighup", "action=ignored reason=\"a replay does not reload its config\"");
+    } else if (phase_ != Phase::kStopping) {
+      reload("sighup");
+    }
   }
   if (phase_ != Phase::kStopping && (g_sigint || (replay_ && g_sigterm))) {
     log(LogLevel::kInfo, "stopping", "signal=%d", g_sigint ? int(g_stop_signal) : SIGTERM);
@@ -957,6 +1045,7 @@ int GatewayRun::finish() {
 }
 
 void GatewayRun::teardown() {
+  config_watch_.reset();
   admin_.reset();  // before the workers: it may hold their flow-dump requests
   mesh_rt_.reset();
   for (auto& s : slots_) free_worker(s);
@@ -993,6 +1082,7 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
     if (g.start_ports() && g.init_publisher() && g.start_mesh() && g.publish_first_snapshot() &&
         g.start_workers()) {
       g.register_metrics();
+      g.setup_reload();
       g.become_ready();
       g.control_loop();
       rc = g.finish();

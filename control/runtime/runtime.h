@@ -31,8 +31,9 @@ inline constexpr int kExitUsage = 2;
 dp::ProxyParams proxy_params(const Config& cfg);
 
 // SIGINT / SIGQUIT (stop at once), SIGTERM (drain in live mode, stop in a replay) and SIGHUP
-// (logged, ignored: no reload yet) only set flags that run_gateway's control loop acts on, so
-// every one of them ends with the summary, --stats-json and the EAL cleaned up. main installs
+// (reload the config file in live mode, config/README.md "Reloading"; ignored in a replay) only
+// set flags that run_gateway's control loop acts on, so the stopping ones end with the summary,
+// --stats-json and the EAL cleaned up, and a reload runs on the control thread. main installs
 // them before anything starts: a signal during start-up is acted on once the loop runs.
 void install_signal_handlers();
 

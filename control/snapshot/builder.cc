@@ -129,6 +129,22 @@ std::shared_ptr<const std::vector<std::string>> IdentityRegistry::table() {
   return published_;
 }
 
+dp::WorkerSettings worker_settings(const Config& cfg) {
+  dp::WorkerSettings w;
+  dp::ConntrackTimeouts& t = w.conntrack;
+  t.tcp_syn_ms = cfg.conntrack.tcp_syn * 1000;
+  t.tcp_established_ms = cfg.conntrack.tcp_established * 1000;
+  t.tcp_fin_ms = cfg.conntrack.tcp_fin * 1000;
+  t.tcp_time_wait_ms = cfg.conntrack.tcp_time_wait * 1000;
+  // After a RST: Linux's 10 s, shorter when TIME-WAIT is configured shorter.
+  t.tcp_close_ms = std::min(cfg.conntrack.tcp_time_wait, 10u) * 1000;
+  t.udp_ms = cfg.conntrack.udp * 1000;
+  t.other_ms = cfg.conntrack.icmp * 1000;
+  w.proxy_idle_timeout_ms = cfg.proxy.idle_timeout_s * 1000;
+  w.tcp_time_wait_ms = cfg.proxy.time_wait_s * 1000;
+  return w;
+}
+
 Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<ServiceSpec>& services,
                                      const std::vector<dp::PortRuntime>& ports, Registries& reg,
                                      uint64_t version) {
@@ -136,6 +152,7 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
   BuildStats bs;
   auto snap = std::make_unique<dp::Snapshot>();
   snap->version = version;
+  snap->settings = worker_settings(cfg);
 
   // Services and their Maglev tables. Cache entries are updated in place: an entry always
   // describes a real table for its backends (a failed build leaves correct entries behind), and

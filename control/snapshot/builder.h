@@ -94,7 +94,12 @@ struct Registries {
   std::vector<std::shared_ptr<const dp::tls::Context>> tls_contexts;  // one per worker
 };
 
-// Builds a snapshot of `services` with the routes and neighbors of `cfg` and `ports`. Reuses
+// The settings of `cfg` that workers hold themselves (timeouts): every snapshot carries them, so
+// that a config reload reaches the workers with its first publish (dp::WorkerSettings).
+dp::WorkerSettings worker_settings(const Config& cfg);
+
+// Builds a snapshot of `services` with the routes and neighbors of `cfg` and `ports`, and
+// worker_settings(cfg). Reuses
 // from `reg.cache` the lookup tables of services whose backends, weights and table size did not
 // change and the LPM tables when the routes did not; on success the cache holds this build.
 // A service without a table_size gets lb_auto_table_size(). The tables to fill are split

@@ -70,11 +70,15 @@ size_t FlowTable::memory_bytes(uint32_t max_flows) {
   return layout_of(slot_count(max_flows)).total;
 }
 
+void FlowTable::set_timeouts(const ConntrackTimeouts& t) {
+  timeouts_ = t;
+  unassured_ms_ = std::min(t.tcp_syn_ms, t.tcp_established_ms);
+}
+
 bool FlowTable::init(uint32_t max_flows, int socket, const ConntrackTimeouts& t,
                      const AddrTable* addrs) {
   const uint32_t slots = slot_count(max_flows);
-  timeouts_ = t;
-  unassured_ms_ = std::min(t.tcp_syn_ms, t.tcp_established_ms);
+  set_timeouts(t);
   addrs_ = addrs;
   const uint32_t nb = bucket_count(slots);
   const uint32_t ne = embryo_count(slots);

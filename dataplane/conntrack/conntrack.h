@@ -114,16 +114,6 @@ static_assert(offsetof(Flow, state) == offsetof(Flow, proto) + 2,
 
 enum class FlowDir : uint8_t { kOriginal = 0, kReply = 1 };
 
-struct ConntrackTimeouts {
-  uint32_t tcp_syn_ms = 30000;
-  uint32_t tcp_established_ms = 7200000;
-  uint32_t tcp_fin_ms = 60000;
-  uint32_t tcp_time_wait_ms = 60000;
-  uint32_t tcp_close_ms = 10000;  // after RST, like Linux nf_conntrack_tcp_timeout_close
-  uint32_t udp_ms = 60000;
-  uint32_t other_ms = 30000;
-};
-
 // A packet's 5-tuple as seen on the wire.
 struct Tuple {
   IpAddr src;
@@ -177,6 +167,9 @@ class FlowTable {
   // Control thread, before the worker starts: one table_alloc on `socket` (table_memory.h).
   // Room for `max_flows` IPv4 flows, or half as many IPv6 flows.
   bool init(uint32_t max_flows, int socket, const ConntrackTimeouts& t, const AddrTable* addrs);
+  // The owning worker, between bursts: timeouts for flows created or refreshed from now on (a
+  // config reload); flows keep the expiry they have until their next packet.
+  void set_timeouts(const ConntrackTimeouts& t);
   void destroy();
 
   static uint32_t hash(const Tuple& t) {

@@ -439,6 +439,7 @@ void Proxy::on_idle(tcp::Timer* t, void* ctx) {
     p->reject(s, kLsPeekTimeout);  // scheduled at the listener's peek_timeout_ms
     return;
   }
+  if (p->p_.idle_timeout_ms == 0) return;  // turned off by a config reload
   const uint32_t idle_ms = p->now_ms() - s->last_active_ms;
   if (idle_ms < p->p_.idle_timeout_ms) {
     p->idle_wheel_.schedule(&s->idle, s->last_active_ms + p->p_.idle_timeout_ms);

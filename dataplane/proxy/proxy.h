@@ -144,6 +144,10 @@ class Proxy {
   void begin(const Snapshot* snap, uint64_t now_ns, bool draining);
   // Idle timers, once per poll iteration after the stack's.
   void advance();
+  // The owning worker, between bursts (a config reload): sessions whose idle timer is pending
+  // use it from their next check; 0 ends no session for idleness any more. Sessions opened while
+  // it was 0 have no idle timer and keep none.
+  void set_idle_timeout_ms(uint32_t ms) { p_.idle_timeout_ms = ms; }
   // Copies counters for other threads (at most once per millisecond unless `force`).
   void publish(bool force);
 

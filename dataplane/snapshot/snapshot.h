@@ -10,6 +10,7 @@
 #include <cstring>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -230,8 +231,29 @@ struct LocalNat {
   uint32_t id = 0;
 };
 
+struct ConntrackTimeouts {
+  uint32_t tcp_syn_ms = 30000;
+  uint32_t tcp_established_ms = 7200000;
+  uint32_t tcp_fin_ms = 60000;
+  uint32_t tcp_time_wait_ms = 60000;
+  uint32_t tcp_close_ms = 10000;  // after RST, like Linux nf_conntrack_tcp_timeout_close
+  uint32_t udp_ms = 60000;
+  uint32_t other_ms = 30000;
+};
+
+// Config values each worker keeps in its own state (flow table, proxy, TCP stack) and takes
+// from the first snapshot of a new version it sees (Worker::load_snapshot): a config reload
+// changes them with the next publish, without a lock and without a restart.
+struct WorkerSettings {
+  ConntrackTimeouts conntrack;
+  uint32_t proxy_idle_timeout_ms = 0;  // [proxy] idle_timeout_s; 0 = none
+  uint32_t tcp_time_wait_ms = 0;       // [proxy] time_wait_s
+};
+
 struct Snapshot {
   uint64_t version = 0;
+  // Null: the workers keep what they have (snapshots built without a config, in tests).
+  std::optional<WorkerSettings> settings;
   std::vector<SnapService> services;
   std::vector<SnapBackend> backends;
   // Owners of the services' lookup tables (SnapService::table). Workers read only the pointers;

@@ -146,6 +146,9 @@ class TcpStack {
   uint32_t connections() const { return used_; }
   uint64_t mem_used() const { return mem_used_; }
   const TcpConfig& config() const { return cfg_; }
+  // The owning worker, between bursts (a config reload): connections entering TIME-WAIT from
+  // now on stay there this long; those already in it keep their timer.
+  void set_time_wait_ms(uint32_t ms) { cfg_.time_wait_ms = ms; }
 
  private:
   struct Listener {

@@ -193,7 +193,14 @@ void Worker::load_snapshot() {
   if (c_.snap && c_.snap->version != c_.nh.epoch_version) {
     c_.nh.epoch_version = c_.snap->version;
     c_.nh.next_epoch();
+    if (c_.snap->settings) apply_settings(*c_.snap->settings);
   }
+}
+
+void Worker::apply_settings(const WorkerSettings& s) {
+  c_.flows.set_timeouts(s.conntrack);
+  if (c_.proxy) c_.proxy->set_idle_timeout_ms(s.proxy_idle_timeout_ms);
+  if (c_.stack) c_.stack->stack().set_time_wait_ms(s.tcp_time_wait_ms);
 }
 
 void Worker::sync_table_counters() {

@@ -170,6 +170,8 @@ class Worker {
   // Loads the current snapshot into c_.snap and starts a new next-hop epoch when its version
   // changed.
   void load_snapshot();
+  // A new snapshot version's WorkerSettings into this worker's own tables (config reloads).
+  void apply_settings(const WorkerSettings& s);
   void release_held();  // finish(): forwards what is held
 
   WorkerCtx c_;

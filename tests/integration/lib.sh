@@ -61,6 +61,39 @@ add_host() {
   fi
 }
 
+# add_switch SW GWSIDE: a namespace SW holding bridge br0, with the gateway's port GWSIDE (root
+# namespace, for net_af_packet) plugged into it: a segment for add_bridged_host's hosts.
+add_switch() {
+  local sw=$1 gwside=$2
+  ip netns add "$sw"
+  NETNS+=("$sw")
+  ip netns exec "$sw" ip link add br0 type bridge
+  ip netns exec "$sw" ip link set br0 up
+  ip link add "$gwside" type veth peer name gw netns "$sw"
+  LINKS+=("$gwside")
+  sysctl -qw "net.ipv6.conf.$gwside.disable_ipv6=1"
+  ip link set "$gwside" up
+  offloads_off "$gwside"
+  ip netns exec "$sw" ip link set gw master br0 up
+  offloads_off gw "$sw"
+}
+
+# add_bridged_host NAME SW PORT ADDR4/LEN GW4: a namespace NAME whose "eth0" is plugged into
+# add_switch's bridge in SW as PORT.
+add_bridged_host() {
+  local ns=$1 sw=$2 port=$3 a4=$4 gw4=$5
+  ip netns add "$ns"
+  NETNS+=("$ns")
+  ip link add eth0 netns "$ns" type veth peer name "$port" netns "$sw"
+  ip netns exec "$sw" ip link set "$port" master br0 up
+  offloads_off "$port" "$sw"
+  ip netns exec "$ns" ip link set lo up
+  ip netns exec "$ns" ip link set eth0 up
+  offloads_off eth0 "$ns"
+  ip netns exec "$ns" ip addr add "$a4" dev eth0
+  ip netns exec "$ns" ip route add default via "$gw4"
+}
+
 # wait_for SECONDS CMD...: polls CMD every 0.1 s.
 wait_for() {
   local deadline=$(( $(date +%s) + $1 )); shift

@@ -236,12 +236,7 @@ DataplaneHarness::DataplaneHarness(const std::string& config_toml, HarnessOption
     wp.addrs = reg_->addrs.table();
     wp.pool = g_pool;
     wp.max_flows = opt_.max_flows;
-    wp.timeouts.tcp_syn_ms = cfg_.conntrack.tcp_syn * 1000;
-    wp.timeouts.tcp_established_ms = cfg_.conntrack.tcp_established * 1000;
-    wp.timeouts.tcp_fin_ms = cfg_.conntrack.tcp_fin * 1000;
-    wp.timeouts.tcp_time_wait_ms = cfg_.conntrack.tcp_time_wait * 1000;
-    wp.timeouts.udp_ms = cfg_.conntrack.udp * 1000;
-    wp.timeouts.other_ms = cfg_.conntrack.icmp * 1000;
+    wp.timeouts = ctl::worker_settings(cfg_).conntrack;
     for (uint16_t o = 0; o < nq; ++o) {
       wp.handoff_to[o] = handoff_[w][o];
       wp.handoff_from[o] = handoff_[o][w];

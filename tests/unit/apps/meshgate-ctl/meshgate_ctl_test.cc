@@ -230,6 +230,25 @@ TEST(CtlFlowRules, APortWithoutRulesSaysSo) {
                "note": ""}],
     "rules": [], "counters": {}})");
   EXPECT_EQ(render_flow_rules(r), "port net0 (id 0, 1 queues): 0 installed, 0 refused\nno rules\n");
+TEST(CtlReload, AppliedSaysWhatChangedRefusedListsEveryPositionedError) {
+  const json ok = json::parse(R"({"result": "ok", "trigger": "admin", "sha256": "ab12",
+    "changes": {"services_added": 1, "services_removed": 2, "services_changed": 3,
+                "listeners_added": 0, "listeners_removed": 0, "listeners_changed": 1,
+                "other": ["route", "conntrack"]},
+    "errors": []})");
+  EXPECT_EQ(render_reload(ok),
+            "reloaded: services +1 -2 ~3, listeners +0 -0 ~1, also changed: route, conntrack\n"
+            "sha256 ab12\n");
+  const json refused = json::parse(R"({"result": "restart_required", "trigger": "admin",
+    "sha256": "cd34", "errors": [
+      {"file": "gw.toml", "line": 2, "column": 11, "key": "gateway.workers", "message": "m",
+       "text": "gw.toml:2:11: gateway.workers: cannot change while running"},
+      {"file": "gw.toml", "line": 9, "column": 1, "key": "port[1]", "message": "m",
+       "text": "gw.toml:9:1: port[1]: cannot change while running"}]})");
+  EXPECT_EQ(render_reload(refused),
+            "reload refused (restart_required): nothing changed, the running config stays\n"
+            "  gw.toml:2:11: gateway.workers: cannot change while running\n"
+            "  gw.toml:9:1: port[1]: cannot change while running\n");
 }
 
 TEST(CtlRender, AnAnswerMissingAFieldThrowsForMainToReport) {

@@ -1,7 +1,8 @@
 // The admin HTTP server and its bridge to the control loop, over real HTTP on 127.0.0.1 with a
 // stand-in control loop: /ready from flags (503 before the snapshot is live, without a mesh
 // sync, while draining), queries answered on the loop's thread, 503 while the loop does not
-// serve, POST /drain, /flows?limit validation, one gateway per address. Also the /healthz
+// serve, POST /drain, POST /reload (also without a body), /flows?limit validation, one gateway
+// per address. Also the /healthz
 // bookkeeping with made-up clocks.
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -151,10 +152,48 @@ TEST_F(AdminServerTest, PostDrainRequestsADrainOnceAndGetIsRefused) {
   EXPECT_FALSE(bridge_.take_drain_request());
 }
 
+// What `curl -X POST URL` sends: a POST with no Content-Length and no body. Answered by the
+// action, not with httplib's own empty 400 (which POST /reload would read as "invalid").
+std::string bodiless_post(uint16_t port, const std::string& path) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string reply;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+    const std::string req = "POST " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    if (::send(fd, req.data(), req.size(), 0) == ssize_t(req.size())) {
+      char buf[4096];
+      for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) reply.append(buf, size_t(n));
+    }
+  }
+  ::close(fd);
+  return reply;
+}
+
+TEST_F(AdminServerTest, PostReloadIsAQueryAnsweredByTheLoopWithOrWithoutABody) {
+  FakeLoop loop(bridge_);
+  bridge_.start_serving();
+  const std::string kind = "kind=" + std::to_string(int(QueryKind::kReload)) + " limit=0\n";
+  auto r = cli_->Post("/reload");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, kind);
+  EXPECT_EQ(loop.answered_on.load(), loop.id());
+  const std::string raw = bodiless_post(server_->port(), "/reload");
+  EXPECT_EQ(raw.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << raw;
+  EXPECT_NE(raw.find("\r\n\r\n" + kind), std::string::npos) << raw;
+  EXPECT_EQ(status("/reload"), 405);
+  EXPECT_EQ(bodiless_post(server_->port(), "/drain").rfind("HTTP/1.1 200 OK\r\n", 0), 0u);
+  EXPECT_TRUE(bridge_.take_drain_request());
+}
+
 TEST_F(AdminServerTest, UnknownPathsAre404AndTheIndexListsEndpoints) {
   EXPECT_EQ(status("/nope"), 404);
   const std::string index = body("/");
-  for (const char* p : {"/ready", "/healthz", "/stats", "/metrics", "/config_dump", "/flows", "/drain"}) {
+  for (const char* p : {"/ready", "/healthz", "/stats", "/metrics", "/config_dump", "/flows", "/drain",
+                        "/reload"}) {
     EXPECT_NE(index.find(p), std::string::npos) << p;
   }
 }

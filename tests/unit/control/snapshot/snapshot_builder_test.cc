@@ -143,6 +143,90 @@ TEST(SnapshotBuilder, RebuildReusesUnchangedTablesAndEqualsABuildFromScratch) {
   EXPECT_EQ(s3->backends[0].stat_id, s1->backends[0].stat_id);
 }
 
+// A config reload (GatewayRun::reload) builds the next snapshot from the new file's services
+// with the same registries: services whose backends did not change keep their Maglev tables
+// (so their flows' backends stay where new flows go too), and the snapshot carries the new
+// file's worker settings.
+TEST(SnapshotBuilder, AReloadedConfigKeepsUnchangedServicesTablesAndCarriesItsSettings) {
+  const std::string services = R"(
+[[service]]
+name = "same"
+vip = "203.0.113.1"
+port = 80
+table_size = 1009
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+  [[service.backend]]
+  address = "198.51.100.12"
+  port = 8080
+[[service]]
+name = "weight"
+vip = "203.0.113.2"
+port = 80
+table_size = 1009
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+  [[service.backend]]
+  address = "198.51.100.12"
+  port = 8080
+[[service]]
+name = "leaving"
+vip = "203.0.113.3"
+port = 80
+  [[service.backend]]
+  address = "198.51.100.13"
+  port = 8080
+)";
+  std::string topology(test::kDemoTopology);
+  topology = topology.substr(0, topology.find("[[service]]"));  // its ports, routes, neighbors
+  Fixture f(topology + services);
+  ctl::Registries reg;
+  auto s1 = f.build(ctl::services_from_config(f.cfg), reg, 1);
+  ASSERT_TRUE(s1->settings.has_value());
+  EXPECT_EQ(s1->settings->conntrack.tcp_established_ms, ctl::kDefaultTcpEstablishedS * 1000);
+
+  // The new file: "weight" drains a backend, "leaving" is gone, "new" arrives, and the
+  // conntrack and proxy timeouts change.
+  std::string next = topology + services;
+  const std::string w = "name = \"weight\"\nvip = \"203.0.113.2\"\nport = 80\ntable_size = 1009\n"
+                        "  [[service.backend]]\n  address = \"198.51.100.11\"\n  port = 8080\n";
+  ASSERT_NE(next.find(w), std::string::npos);
+  next.replace(next.find(w), w.size(), w + "  weight = 0\n");
+  next = next.substr(0, next.find("[[service]]\nname = \"leaving\""));
+  next += "[[service]]\nname = \"new\"\nvip = \"203.0.113.4\"\nport = 80\n"
+          "  [[service.backend]]\n  address = \"198.51.100.13\"\n  port = 8080\n"
+          "[conntrack]\ntcp_established = 600\nudp = 5\ntcp_time_wait = 4\n"
+          "[proxy]\nidle_timeout_s = 30\ntime_wait_s = 2\n";
+  auto c2 = ctl::parse_config(next, "test.toml");
+  ASSERT_TRUE(c2.ok()) << c2.error().str();
+  f.cfg = std::move(c2.value());
+  auto s2 = f.build(ctl::services_from_config(f.cfg), reg, 2);
+
+  ASSERT_EQ(s2->services.size(), 3u);
+  EXPECT_EQ(s2->services[0].name, "same");
+  EXPECT_EQ(s2->services[0].table, s1->services[0].table);  // shared, not rebuilt
+  EXPECT_EQ(s2->services[1].name, "weight");
+  EXPECT_NE(s2->services[1].table, s1->services[1].table);
+  EXPECT_EQ(s2->services[2].name, "new");
+  EXPECT_EQ(s2->find_service(A("203.0.113.3"), htons(80), 6), nullptr);
+  EXPECT_EQ(reg.last_build.tables_reused, 1u);
+  EXPECT_EQ(reg.last_build.tables_built, 2u);
+  // The drained backend takes no slot; the other keeps every slot of the service.
+  const dp::SnapService& ws = s2->services[1];
+  EXPECT_TRUE(std::all_of(ws.table, ws.table + ws.table_size, [](uint32_t b) { return b == 1; }));
+  expect_same_as_from_scratch(f, ctl::services_from_config(f.cfg), *s2, reg);
+
+  ASSERT_TRUE(s2->settings.has_value());
+  EXPECT_EQ(s2->settings->conntrack.tcp_established_ms, 600000u);
+  EXPECT_EQ(s2->settings->conntrack.udp_ms, 5000u);
+  EXPECT_EQ(s2->settings->conntrack.tcp_time_wait_ms, 4000u);
+  EXPECT_EQ(s2->settings->conntrack.tcp_close_ms, 4000u);  // never longer than TIME-WAIT
+  EXPECT_EQ(s2->settings->proxy_idle_timeout_ms, 30000u);
+  EXPECT_EQ(s2->settings->tcp_time_wait_ms, 2000u);
+}
+
 // Endpoints carry what HBONE and policy need (health, tunnel protocol, SPIFFE identity), and
 // every snapshot carries the registries' policies and certificate metadata.
 TEST(SnapshotBuilder, EndpointsCarryHealthTunnelAndIdentityAndSnapshotsCarryPoliciesAndCerts) {

@@ -1,0 +1,97 @@
+// Reloads of the static config (config/README.md "Reloading"): the file read and checked
+// against the running config, the outcome's log line, counters, admin answer and /config_dump
+// status, and the optional watch of the file. The runtime applies an accepted config
+// (GatewayRun::reload in runtime.cc). Control thread, except ConfigWatch's own thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "control/admin/bridge.h"
+#include "control/admin/prometheus.h"
+#include "control/config/config.h"
+#include "control/config/config_reload.h"
+#include "control/mesh/file_watch.h"
+
+namespace meshgate::ctl {
+
+// ok: applied; invalid: the file does not parse or validate (or its snapshot cannot be built);
+// restart_required: a key changed that only a restart applies. Only ok changes anything.
+enum class ReloadResult : uint8_t { kOk, kInvalid, kRestartRequired };
+inline constexpr const char* kReloadResultNames[] = {"ok", "invalid", "restart_required"};
+inline constexpr size_t kReloadResults = 3;
+
+struct ReloadOutcome {
+  ReloadResult result = ReloadResult::kOk;
+  const char* trigger = "";  // sighup | admin | watch
+  ConfigErrors errors;       // invalid / restart_required: positioned at the new file's keys
+  ConfigChanges changes;     // ok
+  std::string sha256;        // of the bytes read ("" when the file could not be read)
+  int64_t unix_time = 0;
+};
+
+// Reads `running.path` again and checks it: parse and validation errors (invalid), then
+// restart_only_changes (restart_required), else ok with the live changes and the new config in
+// `*next`.
+ReloadOutcome check_reload(const Config& running, const char* trigger, std::optional<Config>* next);
+
+// One key=value line per attempt: result, trigger, what changed or every error.
+void log_reload(const ReloadOutcome& o);
+// POST /reload: 200 (ok), 400 (invalid), 409 (restart_required), with reload_json().
+AdminReply reload_reply(const ReloadOutcome& o);
+// {"result", "trigger", "sha256", "changes": {...}, "errors": [{"file", "line", "column",
+// "key", "message", "text"}]}
+nlohmann::json reload_json(const ReloadOutcome& o);
+
+// What /metrics and /config_dump say about reloads.
+class ReloadStats {
+ public:
+  explicit ReloadStats(int64_t loaded_unix) : loaded_unix_(loaded_unix) {}
+  void count(const ReloadOutcome& o);
+  // The "config" object of /config_dump: path, sha256 and load time of the running config, the
+  // reload counts and the last attempt.
+  nlohmann::json status(const Config& running) const;
+  // meshgate_config_reloads_total{result} (every result, zeros included).
+  void write_metrics(PromWriter& w) const;
+
+ private:
+  uint64_t counts_[kReloadResults] = {};
+  int64_t loaded_unix_ = 0;
+  std::optional<nlohmann::json> last_;
+};
+
+// [gateway] watch_config: a thread waits for changes to the config file's directory (an editor's
+// write-and-rename included) and raises a flag the control loop takes. Whether the file really
+// changed is the caller's to decide (its hash).
+class ConfigWatch {
+ public:
+  // Events within this long of the first are one change (a save that writes, then renames).
+  static constexpr int kSettleMs = 200;
+
+  ConfigWatch() = default;
+  ~ConfigWatch() { stop(); }
+  ConfigWatch(const ConfigWatch&) = delete;
+  ConfigWatch& operator=(const ConfigWatch&) = delete;
+
+  // False (errno set) when the directory cannot be watched.
+  bool start(const std::string& path);
+  void stop();
+  bool running() const { return thread_.joinable(); }
+  // Control thread: true once per change seen since the last call.
+  bool take_change() { return changed_.exchange(false, std::memory_order_acq_rel); }
+
+ private:
+  mesh::FileWatch watch_;
+  std::thread thread_;
+  std::atomic<bool> changed_{false};
+  std::atomic<bool> stop_{false};
+};
+
+// The hash of the file at `path` as it is now; "" when it cannot be read.
+std::string file_sha256(const std::string& path);
+
+}  // namespace meshgate::ctl
