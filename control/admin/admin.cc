@@ -149,7 +149,9 @@ AdminReply Admin::answer(QueryKind kind) {
       if (!bgp_source_) return text_reply(404, "BGP is not configured (no [bgp] table)");
       return json_reply(bgp_source_());
     case QueryKind::kFlowRules:
-      if (!flow_rules_source_) return text_reply(404, "no ports: no rte_flow rules (pcap replay)");
+      if (!flow_rules_source_) {
+        return text_reply(404, "no rte_flow rules are managed (ports not started)");
+      }
       return json_reply(flow_rules_source_());
     case QueryKind::kReload:
       if (!reload_handler_) return text_reply(503, "config reload is not available");
