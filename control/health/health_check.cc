@@ -356,6 +356,22 @@ void HealthMonitor::apply(std::vector<ServiceSpec>& specs) {
   services_ = specs;
 }
 
+void HealthMonitor::adopt_states(const HealthMonitor& previous) {
+  for (Backend& b : backends_) {
+    const auto it = previous.by_service_.find(b.target.service);
+    if (it == previous.by_service_.end()) continue;
+    for (const uint32_t i : it->second) {
+      const Backend& old = previous.backends_[i];
+      if (old.target.address == b.target.address && old.target.port == b.target.port) {
+        b.state = old.state;
+        b.last = old.last;
+        b.last_detail = old.last_detail;
+        b.probed = old.probed;
+      }
+    }
+  }
+}
+
 std::vector<BackendHealthView> HealthMonitor::view() const {
   std::vector<BackendHealthView> out;
   out.reserve(backends_.size());

@@ -165,6 +165,11 @@ class HealthMonitor {
   // The list last given to apply(): what a transition republishes.
   const std::vector<ServiceSpec>& services() const { return services_; }
 
+  // After a config reload: each backend that `previous` checked for the same service keeps its
+  // state and counts (a backend that is down stays down until it passes `rise` probes), so a
+  // reload moves no flows by itself. Call before the first tick().
+  void adopt_states(const HealthMonitor& previous);
+
   std::vector<BackendHealthView> view() const;
   uint64_t checks(ProbeOutcome o) const { return checks_[uint32_t(o)]; }
   uint64_t deferred() const { return deferred_; }  // probes that waited for a bound

@@ -428,5 +428,25 @@ TEST(HealthMonitor, DownAfterFallFailuresUpAfterRiseAndAppliedToTheServices) {
   EXPECT_TRUE(specs[0].endpoints[1].healthy);
 }
 
+TEST(HealthMonitor, AReloadKeepsTheStatesOfTheBackendsItStillChecks) {
+  auto runner = std::make_unique<FakeRunner>();
+  FakeRunner* r = runner.get();
+  HealthMonitor old(targets(2, 100, /*rise=*/2, /*fall=*/1), std::move(runner), {}, 5);
+  r->result[0] = ProbeOutcome::kTimeout;
+  for (uint64_t t = 0; t < 300; ++t) old.tick(t);
+  ASSERT_FALSE(old.view()[0].up);
+  // The reloaded config: backend 0 still checked, backend 1 gone, a new backend 2.
+  std::vector<HealthMonitor::Target> next = targets(3, 100);
+  next.erase(next.begin() + 1);
+  HealthMonitor reloaded(next, std::make_unique<FakeRunner>(), {}, 6);
+  reloaded.adopt_states(old);
+  const auto v = reloaded.view();
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_FALSE(v[0].up);  // still down: no flows move because of the reload
+  EXPECT_EQ(v[0].last, ProbeOutcome::kTimeout);
+  EXPECT_TRUE(v[1].up);   // a new backend starts up
+  EXPECT_FALSE(v[1].probed);
+}
+
 }  // namespace
 }  // namespace meshgate::ctl::health
