@@ -268,6 +268,8 @@ std::string render_flow_rules(const json& r) {
            x.at("handle").get<bool>() ? "yes" : "no", x.at("reason").get<std::string>()});
   }
   return out + t.str();
+}
+
 std::string render_reload(const json& r) {
   const std::string result = r.at("result").get<std::string>();
   std::ostringstream out;

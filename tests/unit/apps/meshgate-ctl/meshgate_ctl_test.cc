@@ -230,6 +230,8 @@ TEST(CtlFlowRules, APortWithoutRulesSaysSo) {
                "note": ""}],
     "rules": [], "counters": {}})");
   EXPECT_EQ(render_flow_rules(r), "port net0 (id 0, 1 queues): 0 installed, 0 refused\nno rules\n");
+}
+
 TEST(CtlReload, AppliedSaysWhatChangedRefusedListsEveryPositionedError) {
   const json ok = json::parse(R"({"result": "ok", "trigger": "admin", "sha256": "ab12",
     "changes": {"services_added": 1, "services_removed": 2, "services_changed": 3,
