@@ -370,6 +370,10 @@ void HealthMonitor::adopt_states(const HealthMonitor& previous) {
       }
     }
   }
+  // Counters are totals since start: a reload does not take them back.
+  for (uint32_t o = 0; o < kProbeOutcomes; ++o) checks_[o] += previous.checks_[o];
+  deferred_ += previous.deferred_;
+  started_ += previous.started_;
 }
 
 std::vector<BackendHealthView> HealthMonitor::view() const {

@@ -167,7 +167,8 @@ class HealthMonitor {
 
   // After a config reload: each backend that `previous` checked for the same service keeps its
   // state and counts (a backend that is down stays down until it passes `rise` probes), so a
-  // reload moves no flows by itself. Call before the first tick().
+  // reload moves no flows by itself; the probe counters continue from `previous`'s. Call before
+  // the first tick().
   void adopt_states(const HealthMonitor& previous);
 
   std::vector<BackendHealthView> view() const;

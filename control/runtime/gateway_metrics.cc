@@ -268,8 +268,10 @@ void add_flow_rule_metrics(Admin& admin, const FlowRuleManager& m) {
 
 namespace meshgate::ctl {
 
-void add_health_metrics(Admin& admin, const health::HealthMonitor& health) {
-  admin.add_metrics_source([h = &health](PromWriter& w) {
+void add_health_metrics(Admin& admin, const std::unique_ptr<health::HealthMonitor>& health) {
+  admin.add_metrics_source([holder = &health](PromWriter& w) {
+    const health::HealthMonitor* h = holder->get();
+    if (!h) return;
     w.family("meshgate_backend_up", MetricType::kGauge,
              "1 while the backend passes its service's health check, 0 while it is taken out");
     for (const health::BackendHealthView& b : h->view()) {
@@ -285,7 +287,9 @@ void add_health_metrics(Admin& admin, const health::HealthMonitor& health) {
                   "probes that waited for the gateway-wide rate or open-socket bound",
                   h->deferred());
   });
-  admin.set_health_source([h = &health] { return health_json(*h); });
+  admin.set_health_source([holder = &health] {
+    return *holder ? health_json(**holder) : nlohmann::json::array();
+  });
 }
 
 nlohmann::json health_json(const health::HealthMonitor& health) {

@@ -47,8 +47,9 @@ void add_bgp_metrics(Admin& admin, const BgpSpeaker& bgp);
 void add_flow_rule_metrics(Admin& admin, const FlowRuleManager& m);
 // Backend health checks: meshgate_backend_up{service,backend} (1 up, 0 down),
 // meshgate_health_checks_total{result} and meshgate_health_checks_deferred_total; and the
-// "health_checks" list of GET /config_dump. `health` must outlive the Admin.
-void add_health_metrics(Admin& admin, const health::HealthMonitor& health);
+// "health_checks" list of GET /config_dump, of whatever monitor `health` holds when asked (a
+// reload replaces it; none: no backend is checked). `health` must outlive the Admin.
+void add_health_metrics(Admin& admin, const std::unique_ptr<health::HealthMonitor>& health);
 // One entry per checked backend: service, backend, state, counts, the last probe's result.
 nlohmann::json health_json(const health::HealthMonitor& health);
 

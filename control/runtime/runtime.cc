@@ -780,7 +780,7 @@ void GatewayRun::register_metrics() {
     add_flow_rule_metrics(*admin_, *flow_rules_);
     admin_->set_flow_rules_source([m = flow_rules_.get()] { return flow_rules_json(*m); });
   }
-  if (health_) add_health_metrics(*admin_, *health_);
+  add_health_metrics(*admin_, health_);
   if (bgp_) {
     add_bgp_metrics(*admin_, *bgp_);
     admin_->set_bgp_source([b = bgp_.get()] {
@@ -814,12 +814,21 @@ ReloadOutcome GatewayRun::reload(const char* trigger) {
     // Only start_ports read setups_; they point into the ports about to be replaced.
     setups_.clear();
     std::swap(config_, *next);  // *next: the config that ran until now
+    // The reloaded services' health checks, each backend still checked keeping its state.
+    std::unique_ptr<health::HealthMonitor> checks = health::HealthMonitor::create(cfg_);
+    if (checks && health_) checks->adopt_states(*health_);
+    std::swap(health_, checks);  // checks: the running monitor, until the publish succeeded
     std::string error;
     if (!publish_reloaded(&error)) {
+      std::swap(health_, checks);
       std::swap(config_, *next);
       o.result = ReloadResult::kInvalid;
       o.errors.errors.push_back(ConfigError{SourcePos{cfg_.path, 0, 0}, "",
                                             "the new config's snapshot cannot be built: " + error});
+    } else if (flow_rules_) {
+      // The NIC rules follow (a removed range loses its rules); the software checks of the
+      // new snapshot are already in force.
+      flow_rules_->sync_all(flow_rule_inputs(cfg_, workers_));
     }
   }
   log_reload(o);
