@@ -225,6 +225,13 @@ struct ListenerConfig {
   SourcePos pos;
 };
 
+// session_affinity: kClientIp keeps every connection of a client address on one backend
+// (Kubernetes' sessionAffinity: ClientIP).
+enum class SessionAffinity : uint8_t { kNone, kClientIp };
+// Kubernetes' sessionAffinityConfig.clientIP.timeoutSeconds default (3 hours) and maximum (1 day).
+inline constexpr uint32_t kDefaultAffinityTimeoutS = 10800;
+inline constexpr uint32_t kMaxAffinityTimeoutS = 86400;
+
 struct ServiceConfig {
   std::string name;
   IpAddr vip;
@@ -240,6 +247,13 @@ struct ServiceConfig {
   // proxy: signatures over the client's first inspect_bytes; a match resets both sides.
   std::vector<DenyConfig> deny;
   uint32_t inspect_bytes = kDefaultInspectBytes;
+  // New flows only from these prefixes (Kubernetes loadBalancerSourceRanges); empty = anyone.
+  std::vector<IpPrefix> source_ranges;
+  SessionAffinity session_affinity = SessionAffinity::kNone;
+  uint32_t affinity_timeout_s = kDefaultAffinityTimeoutS;  // seconds after the last connection
+  // Also reachable at every port address of the VIP's family at this port (kube-proxy
+  // NodePort); 0 = not.
+  uint16_t node_port = 0;
   SourcePos pos;
 };
 
@@ -374,6 +388,9 @@ struct Config {
   std::vector<NeighborConfig> neighbors;
   std::vector<ServiceConfig> services;
   std::vector<ListenerConfig> listeners;
+  // [[deny]] source = "prefix": the gateway-wide block list; every packet from these sources
+  // is dropped (source_blocked).
+  std::vector<IpPrefix> deny_sources;
   FullnatConfig fullnat;
   ProxyConfig proxy;
   ConntrackConfig conntrack;

@@ -230,4 +230,17 @@ void add_bgp_metrics(Admin& admin, const BgpSpeaker& bgp) {
   });
 }
 
+void add_affinity_metrics(Admin& admin, const dp::AffinityTable& table) {
+  admin.add_metrics_source([t = &table](PromWriter& w) {
+    w.family("meshgate_affinity_entries", MetricType::kGauge,
+             "Session affinity table slots in use (expired ones are reused in place)");
+    w.sample(t->entries());
+    w.family("meshgate_affinity_capacity", MetricType::kGauge, "Session affinity table slots");
+    w.sample(t->capacity());
+    w.family("meshgate_affinity_full_total", MetricType::kCounter,
+             "New flows of session-affinity services whose bucket was full (not remembered)");
+    w.sample(t->full());
+  });
+}
+
 }  // namespace meshgate::ctl

@@ -12,6 +12,7 @@
 #include "control/host/host_interface.h"
 #include "control/mesh/xds_provider.h"
 #include "control/snapshot/publisher.h"
+#include "dataplane/lb/affinity.h"
 #include "dataplane/worker/worker.h"
 
 namespace meshgate::ctl {
@@ -39,5 +40,8 @@ void add_host_metrics(Admin& admin, const HostInterfaces& host);
 // meshgate_bgp_session_up{peer} and meshgate_bgp_announced{vip} (1 while announced, 0 while
 // withdrawn). `bgp` must outlive the Admin.
 void add_bgp_metrics(Admin& admin, const BgpSpeaker& bgp);
+// meshgate_affinity_entries, meshgate_affinity_capacity and meshgate_affinity_full_total: the
+// session affinity table the workers share. `table` must outlive the Admin.
+void add_affinity_metrics(Admin& admin, const dp::AffinityTable& table);
 
 }  // namespace meshgate::ctl
