@@ -51,7 +51,7 @@ class AffinityTable {
   // Either way the entry's timeout starts again. Any worker.
   const SnapBackend* choose(const Snapshot& s, const SnapService& svc, const IpAddr& client,
                             const SnapBackend* pick, uint32_t now_ms) {
-    const Key k = key_of(svc, client);
+    const Key k = key_of(s.affinity_owner(svc), client);
     Bucket& b = buckets_[crc32c(&k, sizeof k, 0x5a17) & mask_];
     const uint32_t expiry = now_ms + svc.affinity_timeout_ms;
     lock(b);

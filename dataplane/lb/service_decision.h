@@ -37,8 +37,9 @@ inline const SnapBackend* maglev_pick(const Snapshot& s, const SnapService& svc,
   // Session affinity: the client's address, not its 5-tuple, picks the slot, so every
   // gateway of a fleet makes the same choice for a client it has no state of
   // (lb/affinity.h keeps a choice when the backends change).
-  const uint32_t h = MG_UNLIKELY(svc.affinity_timeout_ms != 0) ? affinity_hash(m.src, svc)
-                                                                : flow_hash;
+  const uint32_t h = MG_UNLIKELY(svc.affinity_timeout_ms != 0)
+                         ? affinity_hash(m.src, s.affinity_owner(svc))
+                         : flow_hash;
   const uint32_t bi = svc.table_size ? lb_lookup(svc.table, svc.table_size, h) : kNoBackend;
   return bi == kNoBackend ? nullptr : &s.backends[svc.first_backend + bi];
 }

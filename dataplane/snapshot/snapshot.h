@@ -429,6 +429,11 @@ struct Snapshot {
     const int32_t i = echo_index.find(vip);
     return i < 0 ? nullptr : &services[echo_services[uint32_t(i)]];
   }
+  // The service `svc` is, for session affinity: a node_port entry's own service, so a client
+  // keeps its backend whether it comes through the VIP or a port address.
+  const SnapService& affinity_owner(const SnapService& svc) const {
+    return svc.node_port_of ? services[svc.node_port_of - 1] : svc;
+  }
   bool source_blocked(const IpAddr& a) const {
     return !blocked_sources.empty() && blocked_sources.contains(a);
   }

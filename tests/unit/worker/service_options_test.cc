@@ -45,6 +45,7 @@ vip = "203.0.113.31"
 port = 80
 mode = ")" + std::string(mode) + R"("
 session_affinity = "client_ip"
+node_port = 30080
 affinity_timeout_s = )" + std::to_string(timeout_s) + "\n";
   for (const char* b : backends) {
     char buf[128];
@@ -97,6 +98,13 @@ TEST(SessionAffinity, two_hundred_connections_of_one_client_reach_one_backend_on
       const uint16_t port = uint16_t(20000 + i * 7);
       queues.insert(h.rss_queue(tcp_frame(client.c_str(), port, "203.0.113.31", 80, pkt::kTcpSyn)));
       backends.insert(backend_of(h, client, port, kT0 + uint64_t(i) * 1000000));
+    }
+    // Through the node port (the gateway's own address) the client keeps its backend too.
+    for (uint16_t p = 40000; p < 40020; ++p) {
+      const auto out =
+          h.send(tcp_frame(client.c_str(), p, "198.51.100.1", 30080, pkt::kTcpSyn), kT0 + 5000000);
+      ASSERT_EQ(out.size(), 1u);
+      backends.insert(pkt::decode(out[0]).dst.str());
     }
     EXPECT_EQ(backends.size(), 1u) << *backends.begin();
     EXPECT_EQ(queues.size(), 2u) << "the connections came in on both workers";
