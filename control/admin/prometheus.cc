@@ -133,6 +133,9 @@ void write_core_metrics(const MetricsInput& in, PromWriter& w) {
   w.sample(t.flows_created);
   w.family("meshgate_flows_expired_total", C, "Tracked flows removed after their idle timeout.");
   w.sample(t.flows_expired);
+  w.family("meshgate_flows_moved_total", C,
+           "UDP flows moved off a removed or unhealthy backend on their next packet.");
+  w.sample(t.flows_moved);
   w.family("meshgate_stateless_packets_total", C,
            "Packets forwarded without a flow entry because the flow table was full.");
   w.sample(t.stateless_packets);

@@ -254,6 +254,12 @@ struct HealthCheckConfig {
   uint32_t fall = kDefaultHealthFall;  // consecutive failures that take an up backend down
   SourcePos pos;
 };
+// session_affinity: kClientIp keeps every connection of a client address on one backend
+// (Kubernetes' sessionAffinity: ClientIP).
+enum class SessionAffinity : uint8_t { kNone, kClientIp };
+// Kubernetes' sessionAffinityConfig.clientIP.timeoutSeconds default (3 hours) and maximum (1 day).
+inline constexpr uint32_t kDefaultAffinityTimeoutS = 10800;
+inline constexpr uint32_t kMaxAffinityTimeoutS = 86400;
 
 struct ServiceConfig {
   std::string name;
@@ -271,6 +277,13 @@ struct ServiceConfig {
   std::vector<DenyConfig> deny;
   uint32_t inspect_bytes = kDefaultInspectBytes;
   HealthCheckConfig health_check;
+  // New flows only from these prefixes (Kubernetes loadBalancerSourceRanges); empty = anyone.
+  std::vector<IpPrefix> source_ranges;
+  SessionAffinity session_affinity = SessionAffinity::kNone;
+  uint32_t affinity_timeout_s = kDefaultAffinityTimeoutS;  // seconds after the last connection
+  // Also reachable at every port address of the VIP's family at this port (kube-proxy
+  // NodePort); 0 = not.
+  uint16_t node_port = 0;
   SourcePos pos;
 };
 
@@ -407,6 +420,9 @@ struct Config {
   std::vector<NeighborConfig> neighbors;
   std::vector<ServiceConfig> services;
   std::vector<ListenerConfig> listeners;
+  // [[deny]] source = "prefix": the gateway-wide block list; every packet from these sources
+  // is dropped (source_blocked).
+  std::vector<IpPrefix> deny_sources;
   FullnatConfig fullnat;
   ProxyConfig proxy;
   ConntrackConfig conntrack;

@@ -93,6 +93,8 @@ inline constexpr IntSpec kHealthCountSpec{1, 100};
 inline constexpr size_t kMaxHealthPathBytes = 1024;
 // RFC 9293 §3.8.1: 2 MSL of 2 minutes at most; at least 1 s.
 inline constexpr IntSpec kProxyTimeWaitSpec{1, 240};
+// session affinity: at least a second, at most Kubernetes' maximum (a day).
+inline constexpr IntSpec kAffinityTimeoutSpec{1, kMaxAffinityTimeoutS};
 
 using Keys = std::span<const std::string_view>;
 
@@ -101,7 +103,7 @@ using Keys = std::span<const std::string_view>;
 inline constexpr std::string_view kRootKeys[] = {"gateway", "port",    "route",     "neighbor",
                                                  "service", "fullnat", "proxy",     "conntrack",
                                                  "mesh",    "hbone",   "control",   "admin",
-                                                 "bgp",     "listener"};
+                                                 "bgp",     "listener", "deny"};
 inline constexpr std::string_view kGatewayKeys[] = {"workers", "locality", "drain_timeout_ms",
                                                     "watch_config"};
 inline constexpr std::string_view kBgpKeys[] = {"local_as", "router_id", "hold_time_s",
@@ -116,7 +118,8 @@ inline constexpr std::string_view kNeighborKeys[] = {"address", "mac", "port"};
 inline constexpr std::string_view kServiceKeys[] = {
     "name",     "vip",      "port",               "protocol",  "mode",          "table_size",
     "backend",  "gue_port", "on_backend_removal", "icmp_echo", "proxy_protocol",
-    "deny",     "inspect_bytes", "health_check"};
+    "deny",     "inspect_bytes",    "source_ranges",   "session_affinity", "affinity_timeout_s",
+    "node_port", "health_check"};
 inline constexpr std::string_view kHealthCheckKeys[] = {"type",       "port", "path", "interval_ms",
                                                         "timeout_ms", "rise", "fall"};
 inline constexpr std::string_view kListenerKeys[] = {
@@ -124,6 +127,7 @@ inline constexpr std::string_view kListenerKeys[] = {
     "peek_bytes", "peek_timeout_ms", "inspect_bytes", "deny"};
 inline constexpr std::string_view kListenerRouteKeys[] = {"hostnames", "service", "port"};
 inline constexpr std::string_view kDenyKeys[] = {"pattern"};
+inline constexpr std::string_view kDenySourceKeys[] = {"source"};
 inline constexpr std::string_view kBackendKeys[] = {"address", "port", "weight"};
 inline constexpr std::string_view kFullnatKeys[] = {"local_addresses"};
 inline constexpr std::string_view kProxyKeys[] = {"idle_timeout_s", "max_connections",

@@ -33,6 +33,8 @@ constexpr EnumName<IcmpEcho> kIcmpEchoes[] = {{"answer", IcmpEcho::kAnswer},
                                               {"forward", IcmpEcho::kForward}};
 constexpr EnumName<ProxyProtocol> kProxyProtocols[] = {{"none", ProxyProtocol::kNone},
                                                       {"v2", ProxyProtocol::kV2}};
+constexpr EnumName<SessionAffinity> kSessionAffinities[] = {
+    {"none", SessionAffinity::kNone}, {"client_ip", SessionAffinity::kClientIp}};
 constexpr EnumName<NameMatch> kNameMatches[] = {{"sni", NameMatch::kSni},
                                                 {"host", NameMatch::kHost}};
 constexpr EnumName<HealthCheckType> kHealthCheckTypes[] = {{"tcp", HealthCheckType::kTcp},
@@ -367,6 +369,12 @@ Config Parser::parse(const toml::table& root) {
   table_array(root, "", "listener", [&](const toml::table& t, const std::string& p) {
     c.listeners.push_back(parse_listener(t, p));
   });
+  table_array(root, "", "deny", [&](const toml::table& t, const std::string& p) {
+    check_keys(t, p, kDenySourceKeys);
+    IpPrefix source;
+    read_prefix(t, p, "source", source, true);
+    c.deny_sources.push_back(source);
+  });
   if (const auto* t = single_table(root, "fullnat")) parse_fullnat(*t, c.fullnat);
   if (const auto* t = single_table(root, "proxy")) parse_proxy(*t, c.proxy);
   if (const auto* t = single_table(root, "conntrack")) parse_conntrack(*t, c.conntrack);
@@ -455,6 +463,11 @@ ServiceConfig Parser::parse_service(const toml::table& t, const std::string& p) 
   });
   read_int(t, p, "inspect_bytes", kInspectBytesSpec, s.inspect_bytes);
   parse_health_check(t, p, s.health_check);
+  read_array(t, p, "source_ranges", "\"address/length\" strings", s.source_ranges,
+             &Parser::prefix_value);
+  read_enum(t, p, "session_affinity", kSessionAffinities, s.session_affinity);
+  read_int(t, p, "affinity_timeout_s", kAffinityTimeoutSpec, s.affinity_timeout_s);
+  read_int(t, p, "node_port", kL4PortSpec, s.node_port);
   return s;
 }
 

@@ -112,6 +112,7 @@ class Validator {
     check_routes();
     check_neighbors();
     check_services();
+    check_node_ports();
     check_listeners();
     check_fullnat();
     check_proxy();
@@ -483,12 +484,58 @@ class Validator {
                                          quoted(dp::mode_name(s.mode)));
       }
       check_range(k + ".inspect_bytes", s.inspect_bytes, kInspectBytesSpec);
+      check_service_options(k, s);
       check_deny(k, s.deny);
       if (!s.deny.empty() && s.mode != ForwardMode::kProxy && !bad(k + ".mode")) {
         error(k + ".deny", std::string("deny signatures apply to mode \"proxy\" only (the "
                                        "gateway reads the client's bytes), the service's mode "
                                        "is ") + quoted(dp::mode_name(s.mode)));
       }
+    }
+  }
+
+  // session_affinity, affinity_timeout_s, node_port.
+  void check_service_options(const std::string& k, const ServiceConfig& s) {
+    check_range(k + ".affinity_timeout_s", s.affinity_timeout_s, kAffinityTimeoutSpec);
+    if (s.session_affinity == SessionAffinity::kClientIp && s.mode == ForwardMode::kProxy &&
+        !bad(k + ".mode") && !bad(k + ".session_affinity")) {
+      error(k + ".session_affinity",
+            "session_affinity applies to the packet modes (dnat, fullnat, dsr-ipip, dsr-gue); "
+            "mode \"proxy\" picks per connection");
+    }
+    if (s.node_port == 0 || bad(k + ".node_port")) return;
+    const std::string nk = k + ".node_port";
+    if (!bad(k + ".mode") && (dp::is_dsr(s.mode) || s.mode == ForwardMode::kProxy)) {
+      error(nk, std::string("node_port needs replies through the gateway; mode ") +
+                    quoted(dp::mode_name(s.mode)) +
+                    (dp::is_dsr(s.mode)
+                         ? " has the backend answer the client directly, and it cannot answer "
+                           "as the port address"
+                         : " is not supported with node_port"));
+      return;
+    }
+    const bool tcp = s.protocol == L4Proto::kTcp;
+    if (tcp && uses_hbone(c_) && s.node_port == c_.hbone.port) {
+      error(nk, "node_port " + std::to_string(s.node_port) +
+                    " is the [hbone] port on every port address");
+    }
+    if (tcp && c_.bgp.enabled && s.node_port == 179) {
+      error(nk, "node_port 179 is BGP's port (the [bgp] daemon listens on the port addresses)");
+    }
+  }
+
+  // Two services with one node_port and protocol would share every port address:port.
+  void check_node_ports() {
+    std::map<std::pair<uint16_t, L4Proto>, size_t> seen;
+    for (size_t i = 0; i < c_.services.size(); ++i) {
+      const ServiceConfig& s = c_.services[i];
+      const std::string k = indexed("service", i);
+      if (s.node_port == 0 || bad(k + ".node_port") || bad(k + ".protocol")) continue;
+      const auto [it, fresh] = seen.emplace(std::pair{s.node_port, s.protocol}, i);
+      if (fresh) continue;
+      error(k + ".node_port", "node_port " + std::to_string(s.node_port) + " is taken by service " +
+                                  quoted(c_.services[it->second].name) + " (at " +
+                                  where(at(indexed("service", it->second) + ".node_port")) + ")");
     }
   }
 

@@ -22,6 +22,20 @@ std::string kinds_text(const std::array<uint32_t, kFlowRuleKinds>& n) {
 
 FlowRuleInputs flow_rule_inputs(const Config& cfg, uint32_t workers) {
   FlowRuleInputs in;
+  in.blocked = cfg.deny_sources;
+  // Each service with source_ranges at its VIP and, with a node_port, at every port address of
+  // its VIP's family (the snapshot's NodePort entries carry the same ranges).
+  for (const ServiceConfig& s : cfg.services) {
+    if (s.source_ranges.empty()) continue;
+    in.services.push_back(FlowServiceInput{s.vip, s.port, s.protocol, s.source_ranges});
+    if (s.node_port == 0) continue;
+    for (const PortConfig& p : cfg.ports) {
+      for (const IpPrefix& a : p.addresses) {
+        if (a.addr.is_v4() != s.vip.is_v4()) continue;
+        in.services.push_back(FlowServiceInput{a.addr, s.node_port, s.protocol, s.source_ranges});
+      }
+    }
+  }
   in.fullnat_addresses = cfg.fullnat.local_addresses;
   in.workers = workers;
   return in;

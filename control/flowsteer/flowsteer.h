@@ -23,8 +23,9 @@ struct SteeringResult {
   std::string reason;     // why software steering is used
 };
 
-// The manager's inputs from a config: fullnat addresses and the worker count. A reload builds
-// them again (with the block list and source ranges) and calls FlowRuleManager::sync_all.
+// The manager's inputs from a config: the [[deny]] block list, each service's source_ranges (at
+// its VIP and its NodePort addresses), the fullnat addresses and the worker count. Start-up
+// gives them to setup_flow_steering; a reload to FlowRuleManager::sync_all.
 FlowRuleInputs flow_rule_inputs(const Config& cfg, uint32_t workers);
 
 // The port's facts for its rules (queues = workers: one RX queue per worker).

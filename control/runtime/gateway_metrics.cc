@@ -264,10 +264,6 @@ void add_flow_rule_metrics(Admin& admin, const FlowRuleManager& m) {
   });
 }
 
-}  // namespace meshgate::ctl
-
-namespace meshgate::ctl {
-
 void add_health_metrics(Admin& admin, const std::unique_ptr<health::HealthMonitor>& health) {
   admin.add_metrics_source([holder = &health](PromWriter& w) {
     const health::HealthMonitor* h = holder->get();
@@ -305,6 +301,19 @@ nlohmann::json health_json(const health::HealthMonitor& health) {
                    {"last_result", b.probed ? health::outcome_name(b.last) : "none"}});
   }
   return out;
+}
+
+void add_affinity_metrics(Admin& admin, const dp::AffinityTable& table) {
+  admin.add_metrics_source([t = &table](PromWriter& w) {
+    w.family("meshgate_affinity_entries", MetricType::kGauge,
+             "Session affinity table slots in use (expired ones are reused in place)");
+    w.sample(t->entries());
+    w.family("meshgate_affinity_capacity", MetricType::kGauge, "Session affinity table slots");
+    w.sample(t->capacity());
+    w.family("meshgate_affinity_full_total", MetricType::kCounter,
+             "New flows of session-affinity services whose bucket was full (not remembered)");
+    w.sample(t->full());
+  });
 }
 
 }  // namespace meshgate::ctl

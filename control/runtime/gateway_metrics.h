@@ -14,6 +14,7 @@
 #include "control/host/host_interface.h"
 #include "control/mesh/xds_provider.h"
 #include "control/snapshot/publisher.h"
+#include "dataplane/lb/affinity.h"
 #include "dataplane/worker/worker.h"
 
 namespace meshgate::ctl {
@@ -52,5 +53,8 @@ void add_flow_rule_metrics(Admin& admin, const FlowRuleManager& m);
 void add_health_metrics(Admin& admin, const std::unique_ptr<health::HealthMonitor>& health);
 // One entry per checked backend: service, backend, state, counts, the last probe's result.
 nlohmann::json health_json(const health::HealthMonitor& health);
+// meshgate_affinity_entries, meshgate_affinity_capacity and meshgate_affinity_full_total: the
+// session affinity table the workers share. `table` must outlive the Admin.
+void add_affinity_metrics(Admin& admin, const dp::AffinityTable& table);
 
 }  // namespace meshgate::ctl

@@ -49,6 +49,7 @@
 #include "control/stats/stats.h"
 #include "dataplane/hbone/gateway.h"
 #include "dataplane/l2/neighbor.h"
+#include "dataplane/lb/affinity.h"
 #include "dataplane/nat/rss.h"
 #include "dataplane/proxy/proxy.h"
 #include "dataplane/route/pending.h"
@@ -261,6 +262,7 @@ class GatewayRun {
   uint64_t replay_packets_ = 0;
   std::vector<PortSetup> setups_;
   uint32_t per_worker_flows_ = 0;
+  std::unique_ptr<dp::AffinityTable> affinity_;  // shared by the workers
   uint64_t mbufs_ = 0;
   bool hbone_ = false;
   bool proxy_ = false;
@@ -349,6 +351,7 @@ int GatewayRun::plan_workers() {
 // Flow tables, the TCP stack's and HBONE's settings, and the mbufs all of them need.
 void GatewayRun::plan_buffers() {
   per_worker_flows_ = std::max<uint32_t>(1024, cfg_.conntrack.max_flows / workers_);
+  affinity_ = std::make_unique<dp::AffinityTable>(dp::affinity_entries_for(cfg_.conntrack.max_flows));
   for (const auto& p : cfg_.ports) {
     mbufs_ += uint64_t(workers_) * (p.rx_descriptors + p.tx_descriptors);
   }
@@ -737,6 +740,7 @@ bool GatewayRun::init_workers() {
     wp.ports = ports_;
     wp.snapshot = publisher_.slot();
     wp.addrs = reg_->addrs.table();
+    wp.affinity = affinity_.get();
     for (uint32_t o = 0; o < workers_; ++o) {
       wp.handoff_to[o] = handoff_[w][o];
       wp.handoff_from[o] = handoff_[o][w];
@@ -775,6 +779,7 @@ void GatewayRun::register_metrics() {
   if (proxy_) add_proxy_metrics(*admin_, views_);
   if (proxy_) add_listener_metrics(*admin_, views_, publisher_);
   if (hbone_) add_hbone_metrics(*admin_, views_);
+  add_affinity_metrics(*admin_, *affinity_);
   if (host_ && !host_->empty()) add_host_metrics(*admin_, *host_);
   if (flow_rules_) {
     add_flow_rule_metrics(*admin_, *flow_rules_);

@@ -38,6 +38,11 @@ struct Route {
   uint32_t next_hop;
 };
 
+void set_bit(std::vector<uint64_t>& bits, uint32_t id) {
+  if (bits.size() <= id / 64) bits.resize(id / 64 + 1, 0);
+  bits[id / 64] |= 1ull << (id % 64);
+}
+
 bool same_next_hops(const std::vector<dp::NextHop>& a, const std::vector<dp::NextHop>& b) {
   return std::equal(a.begin(), a.end(), b.begin(), b.end(),
                     [](const dp::NextHop& x, const dp::NextHop& y) {
@@ -171,7 +176,7 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
   std::vector<uint32_t> backend_user;  // service index of each backend_keys entry
   backend_keys.reserve(n_endpoints);
   backend_user.reserve(n_endpoints);
-  std::vector<uint64_t> reset_bits;
+  std::vector<uint64_t> reset_bits, stale_bits;
   size_t cached = 0;  // distinct names of this build
   snap->backend_selectors.reserve(n_endpoints);
   snap->selector_lists.emplace_back();  // [0]: no selector policies
@@ -238,6 +243,14 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
     s.hostname = sc.hostname;
     s.first_backend = uint32_t(snap->backends.size());
     s.n_backends = uint32_t(sc.endpoints.size());
+    if (!sc.source_ranges.empty()) {
+      snap->source_ranges.emplace_back().build(sc.source_ranges);
+      s.source_ranges = uint32_t(snap->source_ranges.size());
+    }
+    s.affinity_timeout_ms = sc.affinity_timeout_s * 1000;
+    s.all_unhealthy =
+        !sc.endpoints.empty() && std::none_of(sc.endpoints.begin(), sc.endpoints.end(),
+                                              [](const EndpointSpec& ep) { return ep.healthy; });
 
     const auto& eps = sc.endpoints;
     // Unhealthy endpoints keep their counters and flows but take no new flows.
@@ -262,6 +275,7 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
         e.tunnels.push_back(ep.tunnel == TunnelProtocol::kHbone ? dp::Tunnel::kHbone
                                                                 : dp::Tunnel::kNone);
       }
+      e.lost_backends = stats.ids_of(sc.name).size() > eps.size();
     } else {
       for (size_t i = 0; i < eps.size(); ++i) {
         // A workload behind the same address:port may change identity or tunnel (a new pod
@@ -303,18 +317,22 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
       backend_keys.push_back(dp::BackendKey{b.address, b.port_be, s.proto});
       backend_user.push_back(si);
     }
-    if (sc.on_backend_removal == BackendRemoval::kReset) {
-      // Backends this service had in earlier snapshots and no longer has, and those its health
-      // check took out: both leave the service, and their flows are reset alike.
+    // Backends this service had in earlier snapshots and no longer has, and its unhealthy
+    // ones: their UDP flows move (stale), and with on_backend_removal = "reset" every flow of
+    // theirs is reset. Only services that lost or have an unhealthy backend pay the scan.
+    const bool any_unhealthy = std::any_of(eps.begin(), eps.end(),
+                                           [](const EndpointSpec& ep) { return !ep.healthy; });
+    if (any_unhealthy || e.lost_backends) {
       std::vector<bool> current(stats.names().size() + 1, false);
       for (uint32_t bi = 0; bi < s.n_backends; ++bi) {
-        const uint32_t id = snap->backends[s.first_backend + bi].stat_id;
-        if (id < current.size() && eps[bi].healthy) current[id] = true;
+        const dp::SnapBackend& b = snap->backends[s.first_backend + bi];
+        if (b.stat_id < current.size() && b.healthy) current[b.stat_id] = true;
       }
+      const bool reset = sc.on_backend_removal == BackendRemoval::kReset;
       for (uint32_t id : stats.ids_of(sc.name)) {
         if (id == 0 || (id < current.size() && current[id])) continue;
-        if (reset_bits.size() <= id / 64) reset_bits.resize(id / 64 + 1, 0);
-        reset_bits[id / 64] |= 1ull << (id % 64);
+        set_bit(stale_bits, id);
+        if (reset) set_bit(reset_bits, id);
       }
     }
     keys.push_back(dp::ServiceKey{s.vip, s.port_be, s.proto});
@@ -333,6 +351,26 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
     snap->services[i].table_size = e.table_size;
     snap->lb_tables.push_back(e.table);
   }
+  // NodePort: each service with a node_port again at every port address of its VIP's family
+  // and that port. Appended after the services, so their indices (echo_services, listeners'
+  // routes by name) stay those of the specs.
+  const uint32_t n_services = uint32_t(snap->services.size());
+  for (uint32_t i = 0; i < n_services; ++i) {
+    if (services[i].node_port == 0) continue;
+    for (const auto& p : ports) {
+      for (const auto& a : p.addresses) {
+        if (a.addr.is_v4() != services[i].vip.is_v4()) continue;
+        dp::SnapService np = snap->services[i];
+        np.vip = a.addr;
+        np.vip_id = reg.addrs.id_for(a.addr);
+        if (np.vip_id == 0) return Error{"service " + services[i].name + ": address table full"};
+        np.port_be = htons(services[i].node_port);
+        np.node_port_of = i + 1;
+        keys.push_back(dp::ServiceKey{np.vip, np.port_be, np.proto});
+        snap->services.push_back(std::move(np));
+      }
+    }
+  }
   for (uint32_t i = 0; i < snap->services.size(); ++i) {
     if (!snap->services[i].hostname.empty()) {
       snap->services_by_host[snap->services[i].hostname].push_back(i);
@@ -346,7 +384,9 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
   {
     std::vector<IpAddr> all;
     all.reserve(snap->services.size());
-    for (const auto& sv : snap->services) all.push_back(sv.vip);
+    for (const auto& sv : snap->services) {
+      if (sv.node_port_of == 0) all.push_back(sv.vip);  // a port address is no VIP
+    }
     dp::FlatIndex<IpAddr> first;
     first.build(all);
     for (uint32_t i = 0; i < all.size(); ++i) {
@@ -364,6 +404,9 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
     snap->workload_ip_index.build(addrs);
   }
   snap->reset_stat_ids = std::move(reset_bits);
+  snap->stale_stat_ids = std::move(stale_bits);
+  snap->any_source_ranges = !snap->source_ranges.empty();
+  snap->blocked_sources.build(cfg.deny_sources);
   std::vector<IpAddr> echo_vips;
   for (uint32_t i = 0; i < services.size(); ++i) {
     if (services[i].icmp_echo != IcmpEcho::kForward) continue;

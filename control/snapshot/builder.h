@@ -36,6 +36,8 @@ struct BuildCache {
     bool built = false;                        // `table` is lb_build_table(backends, table_size)
     std::shared_ptr<const dp::LbTable> table;  // null when no backend is eligible
     uint64_t used = 0;                         // generation of the last build that had it
+    // Some backend of an earlier build is no longer one of `backends` (its flows may live on).
+    bool lost_backends = false;
   };
   // The services of the last build, by ServiceSpec::name.
   std::unordered_map<std::string, Service> services;

@@ -19,6 +19,10 @@ std::vector<ServiceSpec> services_from_config(const Config& cfg) {
     s.proxy_protocol = sc.proxy_protocol;
     for (const DenyConfig& d : sc.deny) s.deny.push_back(d.pattern);
     s.inspect_bytes = sc.inspect_bytes;
+    s.source_ranges = sc.source_ranges;
+    s.affinity_timeout_s =
+        sc.session_affinity == SessionAffinity::kClientIp ? sc.affinity_timeout_s : 0;
+    s.node_port = sc.node_port;
     s.source = "config";
     for (const BackendConfig& b : sc.backends) {
       EndpointSpec e;

@@ -40,6 +40,9 @@ struct ServiceSpec {
   std::vector<std::string> deny;  // proxy: deny signature patterns
   uint32_t inspect_bytes = kDefaultInspectBytes;
   std::vector<EndpointSpec> endpoints;
+  std::vector<IpPrefix> source_ranges;  // new flows only from these; empty = anyone
+  uint32_t affinity_timeout_s = 0;      // session_affinity = "client_ip"; 0 = none
+  uint16_t node_port = 0;               // also at every port address of the VIP's family; 0 = not
   std::string source;  // "config", "mesh"
   std::string hostname;  // mesh services: the FQDN (HBONE authorities name it); "" for static
 };

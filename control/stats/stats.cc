@@ -133,6 +133,7 @@ StatsTotals sum_counters(const std::vector<const dp::WorkerCounters*>& counters)
       t.drops_total += n;
     }
     t.flows_created += counter_read(c.flows_created);
+    t.flows_moved += counter_read(c.flows_moved);
     t.flows_expired += counter_read(c.flows_expired);
     t.flows_active += counter_read(c.flows_active);
     t.flows_established += counter_read(c.flows_established);
@@ -203,6 +204,7 @@ nlohmann::json stats_json(const std::vector<const dp::Worker*>& workers,
   for (uint32_t r = 1; r < dp::kNumDrops; ++r) drops[dp::kDropNames[r]] = t.drops[r];
   j["drops"] = drops;
   j["flows_created"] = t.flows_created;
+  j["flows_moved"] = t.flows_moved;
   j["flows_expired"] = t.flows_expired;
   j["flows_active"] = t.flows_active;
   j["flows_established"] = t.flows_established;
@@ -298,7 +300,8 @@ nlohmann::json stats_json(const std::vector<const dp::Worker*>& workers,
       listeners[l.name] = lj;
     }
     for (const dp::SnapService& s : snap->services) {
-      if (s.listener != 0) continue;
+      // A node_port entry is its service again: counted there.
+      if (s.listener != 0 || s.node_port_of != 0) continue;
       nlohmann::json sj;
       sj["vip"] = s.vip.str();
       sj["port"] = ntohs(s.port_be);
@@ -385,6 +388,7 @@ std::string summary_text(const std::vector<const dp::Worker*>& workers,
   if (snap && !snap->services.empty()) {
     add("  services\n");
     for (const dp::SnapService& sv : snap->services) {
+      if (sv.node_port_of != 0) continue;
       add("    %-12s %s %s %s\n", sv.name.c_str(),
           endpoint_str(sv.vip, ntohs(sv.port_be)).c_str(), sv.proto == 6 ? "tcp" : "udp",
           dp::mode_name(sv.mode));

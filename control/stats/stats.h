@@ -20,7 +20,7 @@ struct StatsTotals {
   uint64_t generated = 0, consumed = 0, drops_total = 0;
   uint64_t drops[dp::kNumDrops] = {};
   uint64_t flows_created = 0, flows_expired = 0, flows_active = 0, flows_established = 0,
-           flows_closing = 0, stateless_packets = 0, fast_path_packets = 0;
+           flows_closing = 0, stateless_packets = 0, fast_path_packets = 0, flows_moved = 0;
   uint64_t arp_replies = 0, nd_adverts = 0, echo_replies = 0, arp_requests = 0, nd_solicits = 0;
   uint64_t neighbors_learned = 0, pending = 0;
   uint64_t busy_cycles = 0, busy_loops = 0, loops = 0;

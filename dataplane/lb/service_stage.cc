@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <rte_mbuf.h>
 
+#include "dataplane/lb/affinity.h"
 #include "dataplane/lb/lb.h"
 #include "dataplane/local/local_stage.h"
 #include "dataplane/nat/icmp_stage.h"
@@ -118,8 +119,19 @@ void stage_flow(WorkerCtx& c, Burst& b, rte_mbuf** pkts, uint16_t n) {
       case FlowAction::kTtlExceeded:
         drop_ttl_exceeded(c, b, mb, i);
         break;
+      case FlowAction::kMoveFlow:
+        // The old entry goes first: the new one takes the same tuple.
+        counter_add(c.counters.flows_moved, 1);
+        c.flows.remove(f);
+        [[fallthrough]];
       case FlowAction::kNewFlow:
-        start_flow(c, b, mb, i, t, v, now_ms);
+        if (MG_UNLIKELY(v.service->affinity_timeout_ms != 0) && c.p.affinity) {
+          FlowVerdict sticky = v;
+          sticky.backend = c.p.affinity->choose(*c.snap, *v.service, m.src, v.backend, now_ms);
+          start_flow(c, b, mb, i, t, sticky, now_ms);
+        } else {
+          start_flow(c, b, mb, i, t, v, now_ms);
+        }
         ++started;
         break;
       case FlowAction::kStack:

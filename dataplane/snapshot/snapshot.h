@@ -68,6 +68,16 @@ struct SnapService {
   uint32_t listener = 0;
   // proxy: 1 + index into Snapshot::deny_sets (0: no deny signatures).
   uint32_t deny = 0;
+  // 1 + index into Snapshot::source_ranges: new flows only from those prefixes (0: anyone).
+  uint32_t source_ranges = 0;
+  // session_affinity = "client_ip": milliseconds a client stays on its backend after its last
+  // new connection (0: no affinity, the 5-tuple picks).
+  uint32_t affinity_timeout_ms = 0;
+  // Backends exist but none is healthy (new flows drop as no_healthy_backend, not no_backend).
+  bool all_unhealthy = false;
+  // 1 + index into Snapshot::services of the service this entry opens at a port address and
+  // its node_port (sharing its backends, table and counters); 0 for the service itself.
+  uint32_t node_port_of = 0;
 };
 
 // Deny signatures (docs/NAMES.md) of a proxy service or a listener: streaming patterns over
@@ -190,6 +200,69 @@ class FlatIndex {
   std::vector<uint32_t> vals_;
 };
 
+// A set of IPv4 and IPv6 prefixes, asked whether it holds an address: one FlatIndex of masked
+// addresses per distinct prefix length and family, probed longest first. The block list and
+// services' source ranges are a handful of distinct lengths, so a lookup is a few filter-bit
+// tests. Immutable once built; pure C++ (tested without DPDK in tests/unit/snapshot).
+class PrefixSet {
+ public:
+  // Prefixes as IpPrefix holds them (an IPv4 length counts IPv4 bits); host bits are ignored.
+  void build(const std::vector<IpPrefix>& prefixes) {
+    levels_.clear();
+    std::vector<std::pair<uint8_t, std::vector<IpAddr>>> by_len;  // mapped length -> masked
+    for (const IpPrefix& p : prefixes) {
+      const bool v4 = p.addr.is_v4();
+      // An IPv4 prefix covers its IPv4-mapped block (::ffff:0:0/96 + len): the two families
+      // never overlap, as ::/0 must not hold IPv4 addresses.
+      const uint8_t bits = uint8_t(v4 ? 96 + std::min<uint8_t>(p.len, 32)
+                                      : std::min<uint8_t>(p.len, 128));
+      auto it = std::find_if(by_len.begin(), by_len.end(), [&](const auto& l) {
+        return l.first == bits && l.second.front().is_v4() == v4;
+      });
+      if (it == by_len.end()) {
+        by_len.emplace_back(bits, std::vector<IpAddr>{});
+        it = by_len.end() - 1;
+      }
+      it->second.push_back(masked(p.addr, bits));
+    }
+    std::sort(by_len.begin(), by_len.end(),
+              [](const auto& a, const auto& b) { return a.first > b.first; });
+    levels_.resize(by_len.size());
+    for (size_t i = 0; i < by_len.size(); ++i) {
+      levels_[i].bits = by_len[i].first;
+      levels_[i].v4 = by_len[i].second.front().is_v4();
+      levels_[i].index.build(by_len[i].second);
+    }
+  }
+  bool empty() const { return levels_.empty(); }
+  bool contains(const IpAddr& a) const {
+    const bool v4 = a.is_v4();
+    for (const Level& l : levels_) {
+      if (l.v4 == v4 && l.index.find(masked(a, l.bits)) >= 0) return true;
+    }
+    return false;
+  }
+
+ private:
+  // `a` with every bit past the first `bits` (of 128) cleared. An IPv4 /0 keeps the mapped
+  // prefix, so it still names IPv4 only.
+  static IpAddr masked(const IpAddr& a, uint8_t bits) {
+    IpAddr m = a;
+    for (uint32_t i = 0; i < 16; ++i) {
+      const uint32_t lo = i * 8;
+      if (bits >= lo + 8) continue;
+      m.b[i] = bits <= lo ? 0 : uint8_t(m.b[i] & (0xff00u >> (bits - lo)));
+    }
+    return m;
+  }
+  struct Level {
+    uint8_t bits = 0;  // of the 128-bit (IPv4-mapped) address
+    bool v4 = false;
+    FlatIndex<IpAddr> index;
+  };
+  std::vector<Level> levels_;  // longest prefix first
+};
+
 // Hashed as raw bytes, so it must have no implicit padding.
 struct ServiceKey {
   IpAddr vip;
@@ -271,8 +344,19 @@ struct Snapshot {
   // Fullnat source addresses ([fullnat] local_addresses) by family; answered like VIPs.
   std::vector<LocalNat> fullnat_v4, fullnat_v6;
   FlatIndex<IpAddr> fullnat_index;
-  // Backends removed from services that reset their flows (bit per stat id); empty when none.
+  // Backends removed from services that reset their flows, or unhealthy in them (bit per stat
+  // id); empty when none.
   std::vector<uint64_t> reset_stat_ids;
+  // Backends removed from their service or unhealthy, whatever the service's
+  // on_backend_removal: their UDP flows move to a live backend on their next client packet.
+  // Empty when none.
+  std::vector<uint64_t> stale_stat_ids;
+  // [[deny]] sources: every packet from them is dropped (source_blocked). Empty: no check
+  // beyond one predicted branch.
+  PrefixSet blocked_sources;
+  // Services' source_ranges (SnapService::source_ranges); any_source_ranges: not empty.
+  std::vector<PrefixSet> source_ranges;
+  bool any_source_ranges = false;
   std::vector<IpAddr> vips;        // distinct VIP addresses (answer ARP/NDP/echo)
   FlatIndex<IpAddr> vip_index;
   std::vector<IpAddr> local_addresses;  // every port address
@@ -367,10 +451,24 @@ struct Snapshot {
     const int32_t i = echo_index.find(vip);
     return i < 0 ? nullptr : &services[echo_services[uint32_t(i)]];
   }
-  bool reset_flows_of(uint32_t stat_id) const {
-    const uint32_t w = stat_id >> 6;
-    return w < reset_stat_ids.size() && (reset_stat_ids[w] >> (stat_id & 63) & 1);
+  // The service `svc` is, for session affinity: a node_port entry's own service, so a client
+  // keeps its backend whether it comes through the VIP or a port address.
+  const SnapService& affinity_owner(const SnapService& svc) const {
+    return svc.node_port_of ? services[svc.node_port_of - 1] : svc;
   }
+  bool source_blocked(const IpAddr& a) const {
+    return !blocked_sources.empty() && blocked_sources.contains(a);
+  }
+  // `svc` takes new flows from `a` (its source_ranges hold it, or it has none).
+  bool source_allowed(const SnapService& svc, const IpAddr& a) const {
+    return svc.source_ranges == 0 || source_ranges[svc.source_ranges - 1].contains(a);
+  }
+  static bool has_bit(const std::vector<uint64_t>& bits, uint32_t id) {
+    const uint32_t w = id >> 6;
+    return w < bits.size() && (bits[w] >> (id & 63) & 1);
+  }
+  bool reset_flows_of(uint32_t stat_id) const { return has_bit(reset_stat_ids, stat_id); }
+  bool stale_backend(uint32_t stat_id) const { return has_bit(stale_stat_ids, stat_id); }
   // Port index owning local address `a`, or -1.
   int32_t local_port(const IpAddr& a) const {
     const int32_t i = local_index.find(a);

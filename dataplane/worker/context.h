@@ -30,6 +30,7 @@ struct rte_rcu_qsbr;
 
 namespace meshgate::dp {
 
+class AffinityTable;
 class Proxy;
 struct ProxyParams;
 class StackHost;
@@ -52,6 +53,9 @@ struct WorkerParams {
   std::vector<PortRuntime> ports;
   SnapshotSlot* snapshot = nullptr;
   const AddrTable* addrs = nullptr;
+  // Session affinity choices, shared by every worker (dataplane/lb/affinity.h); null: services
+  // with session affinity pick by the client's address alone, without memory.
+  AffinityTable* affinity = nullptr;
   rte_rcu_qsbr* qsbr = nullptr;      // may be null (tests)
   rte_mempool* pool = nullptr;       // for packets the worker originates
   uint32_t max_flows = 1024;

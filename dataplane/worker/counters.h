@@ -27,6 +27,7 @@ struct MG_CACHE_ALIGNED WorkerCounters {
   uint64_t consumed = 0;   // packets terminated here without an answer (ARP replies, NAs learned)
   uint64_t drops[kNumDrops] = {};
   uint64_t flows_created = 0;
+  uint64_t flows_moved = 0;  // UDP flows of a stale backend moved to a live one (also created)
   uint64_t flows_expired = 0;
   uint64_t flows_active = 0;  // gauge
   uint64_t flows_established = 0;  // gauge: TCP flows in ESTABLISHED

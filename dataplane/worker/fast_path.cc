@@ -307,6 +307,10 @@ uint16_t Worker::fast_check(rte_mbuf** pkts, uint16_t n) {
   const uint32_t now_ms = c_.now_ms();
   const uint64_t epoch_hi = uint64_t(c_.nh.epoch) << 32;
   const bool resets = !c_.snap->reset_stat_ids.empty();
+  const bool stale = !c_.snap->stale_stat_ids.empty();
+  // A blocked source's packets go to the stages, whose classify drops them (source_blocked):
+  // flows established before the source was blocked included.
+  const bool blocking = !c_.snap->blocked_sources.empty();
   uint32_t reply = 0;  // bit i: packet i is a reply
   uint32_t modes = 0;  // bit m: a flow of Mode m
   // GUE: the service's port (forward_flow's service_of), for the last VIP, port and protocol.
@@ -341,6 +345,15 @@ uint16_t Worker::fast_check(rte_mbuf** pkts, uint16_t n) {
       return 0;
     }
     if (resets && c_.snap->reset_flows_of(f->stat_id)) return 0;
+    // A UDP flow of a stale backend moves on its next client packet (stage_flow).
+    if (MG_UNLIKELY(stale) && proto == kProtoUdp && dir == FlowDir::kOriginal &&
+        c_.snap->stale_backend(f->stat_id)) {
+      return 0;
+    }
+    if (MG_UNLIKELY(blocking)) {
+      const IpAddr src = kV6 ? IpAddr::v6_bytes(ip + 8) : IpAddr::v4_bytes(ip + 12);
+      if (c_.snap->blocked_sources.contains(src)) return 0;
+    }
     const Mode mode = f->mode;
     modes |= 1u << uint32_t(mode);
     // The next hop: route_one's cache entry, valid in this epoch, for the backend (client

@@ -14,30 +14,11 @@ MG_CTL=${MG_CTL:?MG_CTL must point at meshgate-ctl}
 CLI=mgc$ID SW=mgs$ID GWC=gwc$ID GWB=gwb$ID
 add_host "$CLI" "$GWC" 192.0.2.2/24 192.0.2.1 2001:db8:2::2/64 2001:db8:2::1
 
-# The backend segment: a bridge in its own namespace, the gateway's port plugged into it.
-ip netns add "$SW"; NETNS+=("$SW")
-ip netns exec "$SW" ip link add br0 type bridge
-ip netns exec "$SW" ip link set br0 up
-ip link add "$GWB" type veth peer name gw netns "$SW"; LINKS+=("$GWB")
-sysctl -qw "net.ipv6.conf.$GWB.disable_ipv6=1"
-ip link set "$GWB" up; offloads_off "$GWB"
-ip netns exec "$SW" ip link set gw master br0 up
-offloads_off gw "$SW"
+# The backend segment: three backends on a bridge, the gateway's port plugged into it.
+add_backend_segment "$GWB" "$SW" mgb 3
 for i in 1 2 3; do
-  B=mgb${i}_$ID
-  ip netns add "$B"; NETNS+=("$B")
-  ip link add eth0 netns "$B" type veth peer name b$i netns "$SW"
-  ip netns exec "$SW" ip link set b$i master br0 up
-  offloads_off b$i "$SW"
-  ip netns exec "$B" ip link set lo up
-  ip netns exec "$B" ip link set eth0 up
-  offloads_off eth0 "$B"
-  ip netns exec "$B" ip addr add 198.51.100.1$i/24 dev eth0
-  ip netns exec "$B" ip -6 addr add 2001:db8:1::1$i/64 dev eth0 nodad
-  ip netns exec "$B" ip route add default via 198.51.100.1
-  ip netns exec "$B" ip -6 route add default via 2001:db8:1::1
   mkdir -p "$TMP/www$i"; echo "backend $i" >"$TMP/www$i/id.txt"
-  ip netns exec "$B" python3 -m http.server 8080 --bind :: --directory "$TMP/www$i" \
+  ip netns exec mgb${i}_$ID python3 -m http.server 8080 --bind :: --directory "$TMP/www$i" \
     >"$TMP/http$i.log" 2>&1 &
   PIDS+=($!)
 done

@@ -94,6 +94,36 @@ add_bridged_host() {
   ip netns exec "$ns" ip route add default via "$gw4"
 }
 
+# add_backend_segment GWSIDE SWITCH PREFIX COUNT: an L2 segment (bridge br0 in namespace
+# SWITCH) holding the gateway's port GWSIDE (left in the root namespace, IPv6 off) and COUNT
+# backend namespaces PREFIX<i>_$ID (i = 1..COUNT) with 198.51.100.1<i>/24 and
+# 2001:db8:1::1<i>/64 on eth0, routed through the gateway's 198.51.100.1 / 2001:db8:1::1.
+add_backend_segment() {
+  local gwside=$1 sw=$2 prefix=$3 count=$4 i b
+  ip netns add "$sw"; NETNS+=("$sw")
+  ip netns exec "$sw" ip link add br0 type bridge
+  ip netns exec "$sw" ip link set br0 up
+  ip link add "$gwside" type veth peer name gw netns "$sw"; LINKS+=("$gwside")
+  sysctl -qw "net.ipv6.conf.$gwside.disable_ipv6=1"
+  ip link set "$gwside" up; offloads_off "$gwside"
+  ip netns exec "$sw" ip link set gw master br0 up
+  offloads_off gw "$sw"
+  for ((i = 1; i <= count; ++i)); do
+    b=${prefix}${i}_$ID
+    ip netns add "$b"; NETNS+=("$b")
+    ip link add eth0 netns "$b" type veth peer name b$i netns "$sw"
+    ip netns exec "$sw" ip link set b$i master br0 up
+    offloads_off b$i "$sw"
+    ip netns exec "$b" ip link set lo up
+    ip netns exec "$b" ip link set eth0 up
+    offloads_off eth0 "$b"
+    ip netns exec "$b" ip addr add 198.51.100.1$i/24 dev eth0
+    ip netns exec "$b" ip -6 addr add 2001:db8:1::1$i/64 dev eth0 nodad
+    ip netns exec "$b" ip route add default via 198.51.100.1
+    ip netns exec "$b" ip -6 route add default via 2001:db8:1::1
+  done
+}
+
 # wait_for SECONDS CMD...: polls CMD every 0.1 s.
 wait_for() {
   local deadline=$(( $(date +%s) + $1 )); shift

@@ -226,6 +226,7 @@ DataplaneHarness::DataplaneHarness(const std::string& config_toml, HarnessOption
   }
   proxy_ = ctl::uses_proxy(cfg_);
   if (proxy_) proxy_params_ = ctl::proxy_params(cfg_);
+  if (opt_.affinity_entries) affinity_ = std::make_unique<dp::AffinityTable>(opt_.affinity_entries);
   for (uint16_t w = 0; w < nq; ++w) {
     dp::WorkerParams wp;
     wp.index = w;
@@ -234,6 +235,7 @@ DataplaneHarness::DataplaneHarness(const std::string& config_toml, HarnessOption
     wp.ports = ports_;
     wp.snapshot = &slot_;
     wp.addrs = reg_->addrs.table();
+    wp.affinity = affinity_.get();
     wp.pool = g_pool;
     wp.max_flows = opt_.max_flows;
     wp.timeouts = ctl::worker_settings(cfg_).conntrack;

@@ -11,6 +11,7 @@
 
 #include "control/config/config.h"
 #include "control/snapshot/builder.h"
+#include "dataplane/lb/affinity.h"
 #include "dataplane/nat/rss.h"
 #include "dataplane/proxy/proxy.h"
 #include "dataplane/snapshot/snapshot_slot.h"
@@ -42,6 +43,8 @@ struct HarnessOptions {
   // Host interfaces: ports whose config sets host_interface get a kernel twin whose rings
   // (WorkerParams::host_out / host_in) hold this many packets, less one; 0: no twins.
   uint32_t host_ring_size = 0;
+  // Entries of the session affinity table the workers share (0: none).
+  uint32_t affinity_entries = 4096;
 };
 
 class DataplaneHarness {
@@ -108,6 +111,7 @@ class DataplaneHarness {
   uint16_t workers() const { return uint16_t(workers_.size()); }
   const MacAddr& port_mac(uint16_t port) const { return ports_[port].mac; }
   const std::vector<dp::PortRuntime>& ports() const { return ports_; }
+  const dp::AffinityTable* affinity() const { return affinity_.get(); }
 
  private:
   std::vector<pkt::Bytes> collect();
@@ -124,6 +128,7 @@ class DataplaneHarness {
   std::vector<rte_ring*> host_in_;                            // [port]: twin -> worker 0
   std::unique_ptr<dp::RssPredictor> rss_;
   dp::SnapshotSlot slot_;
+  std::unique_ptr<dp::AffinityTable> affinity_;
   std::vector<std::unique_ptr<dp::Worker>> workers_;
   mutable dp::WorkerCounters total_;
   std::vector<std::vector<pkt::Bytes>> last_by_port_;

@@ -80,8 +80,10 @@ inline std::string expected_backend(const ctl::Config& cfg, const char* service,
       for (const auto& b : s.backends) bs.push_back({b.address, b.port, b.weight});
       table = ctl::lb_build_table(bs, size);
     }
-    const uint32_t h = dp::lb_flow_hash(A(client), s.vip, htons(cport), htons(s.port),
-                                        uint8_t(s.protocol));
+    // Session affinity hashes the client's address alone (dp::affinity_hash).
+    const bool sticky = s.session_affinity == ctl::SessionAffinity::kClientIp;
+    const uint32_t h = dp::lb_flow_hash(A(client), s.vip, sticky ? 0 : htons(cport),
+                                        htons(s.port), uint8_t(s.protocol));
     const auto& b = s.backends[dp::lb_lookup(table.data(), size, h)];
     return b.address.str() + ":" + std::to_string(b.port);
   }

@@ -5,9 +5,13 @@
 // comes from an inline config.
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "control/snapshot/builder.h"
+#include "control/snapshot/model.h"
 #include "dataplane/conntrack/conntrack.h"
 #include "dataplane/lb/service_stage.h"
 #include "dataplane/packet/parse.h"
@@ -37,6 +41,65 @@ mode = "proxy"
   [[service.backend]]
   address = "198.51.100.11"
   port = 8080
+[[service]]
+name = "pxr"
+vip = "203.0.113.21"
+port = 80
+mode = "proxy"
+source_ranges = ["192.0.2.0/25"]
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+[[service]]
+name = "ranged"
+vip = "203.0.113.30"
+port = 80
+source_ranges = ["192.0.2.0/25", "2001:db8:2::/48"]
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+  [[service.backend]]
+  address = "198.51.100.12"
+  port = 8080
+[[service]]
+name = "ranged_udp"
+vip = "203.0.113.30"
+port = 80
+protocol = "udp"
+source_ranges = ["192.0.2.0/25"]
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 5353
+[[service]]
+name = "ranged6"
+vip = "2001:db8:100::30"
+port = 80
+source_ranges = ["192.0.2.0/25", "2001:db8:2::/48"]
+  [[service.backend]]
+  address = "2001:db8:1::11"
+  port = 8080
+[[service]]
+name = "sticky"
+vip = "203.0.113.31"
+port = 80
+session_affinity = "client_ip"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+  [[service.backend]]
+  address = "198.51.100.12"
+  port = 8080
+  [[service.backend]]
+  address = "198.51.100.13"
+  port = 8080
+[[service]]
+name = "drained"
+vip = "203.0.113.32"
+port = 80
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+  weight = 0
 )";
 }
 
@@ -100,6 +163,39 @@ TEST(ServiceDecision, TableOfPacketsFlowsAndStates) {
        Hit::kNone, false, true, FlowAction::kDrop, Drop::kDestinationNotUnicast},
       {"destination is loopback", udp_frame("192.0.2.7", 5002, "127.0.0.1", 53), Hit::kNone, false,
        true, FlowAction::kDrop, Drop::kMartianDestination},
+      {"source inside the service's source_ranges starts a flow",
+       tcp_frame("192.0.2.7", 40013, "203.0.113.30", 80, syn), Hit::kNone, false, true,
+       FlowAction::kNewFlow, Drop::kNone, "ranged"},
+      {"source outside the service's source_ranges is denied",
+       tcp_frame("192.0.2.200", 40014, "203.0.113.30", 80, syn), Hit::kNone, false, true,
+       FlowAction::kDrop, Drop::kSourceDenied},
+      {"UDP from outside the source_ranges is denied too",
+       udp_frame("192.0.2.200", 5003, "203.0.113.30", 80), Hit::kNone, false, true,
+       FlowAction::kDrop, Drop::kSourceDenied},
+      {"IPv6 source outside the source_ranges is denied",
+       tcp_frame("2001:db8:3::7", 40015, "2001:db8:100::30", 80, syn), Hit::kNone, false, true,
+       FlowAction::kDrop, Drop::kSourceDenied},
+      {"IPv6 source inside the source_ranges starts a flow",
+       tcp_frame("2001:db8:2::7", 40016, "2001:db8:100::30", 80, syn), Hit::kNone, false, true,
+       FlowAction::kNewFlow, Drop::kNone, "ranged6"},
+      {"a flow from outside the ranges (older than them) keeps going",
+       tcp_frame("192.0.2.200", 40017, "203.0.113.30", 80, ack), Hit::kOriginal, false, true,
+       FlowAction::kForward},
+      {"proxy service: a source outside its ranges is denied before the stack",
+       tcp_frame("192.0.2.200", 40018, "203.0.113.21", 80, syn), Hit::kNone, false, true,
+       FlowAction::kDrop, Drop::kSourceDenied},
+      {"proxy service: a source inside its ranges goes to the stack",
+       tcp_frame("192.0.2.7", 40019, "203.0.113.21", 80, syn), Hit::kNone, false, true,
+       FlowAction::kStack},
+      {"session affinity: the client address picks (port 40020)",
+       tcp_frame("192.0.2.7", 40020, "203.0.113.31", 80, syn), Hit::kNone, false, true,
+       FlowAction::kNewFlow, Drop::kNone, "sticky"},
+      {"session affinity: the client address picks (port 51234)",
+       tcp_frame("192.0.2.7", 51234, "203.0.113.31", 80, syn), Hit::kNone, false, true,
+       FlowAction::kNewFlow, Drop::kNone, "sticky"},
+      {"every backend drained (weight 0): no_backend",
+       tcp_frame("192.0.2.7", 40021, "203.0.113.32", 80, syn), Hit::kNone, false, true,
+       FlowAction::kDrop, Drop::kNoBackend},
       {"IPv6 SYN to a VIP starts a flow",
        tcp_frame("2001:db8:2::7", 40012, "2001:db8:100::10", 80, syn), Hit::kNone, false, true,
        FlowAction::kNewFlow, Drop::kNone, "web6"},
@@ -127,6 +223,107 @@ TEST(ServiceDecision, TableOfPacketsFlowsAndStates) {
                                                     ntohs(m.sport));
     EXPECT_EQ(v.backend->address.str() + ":" + std::to_string(ntohs(v.backend->port_be)), want);
   }
+}
+
+dp::FlowVerdict decide_new(const dp::Snapshot& snap, const pkt::Bytes& frame) {
+  dp::PacketMeta m;
+  EXPECT_EQ(dp::parse_packet(frame.data(), uint32_t(frame.size()), &m, true), Drop::kNone);
+  const uint32_t hash =
+      dp::FlowTable::hash(dp::Tuple{m.src, m.dst, m.sport, m.dport, m.l4_proto});
+  return dp::decide_flow(snap, m, hash, dp::FlowHit{}, false, true);
+}
+
+TEST(ServiceDecision, SessionAffinityPicksByClientAddressAloneWhereTheTupleWouldSpread) {
+  test::DataplaneHarness h(config());
+  const dp::Snapshot& snap = *h.snapshot();
+  std::set<const dp::SnapBackend*> sticky, spread;
+  for (uint16_t port = 20000; port < 20200; ++port) {
+    const dp::FlowVerdict a = decide_new(snap, tcp_frame("192.0.2.9", port, "203.0.113.31", 80,
+                                                         pkt::kTcpSyn));
+    ASSERT_EQ(int(a.action), int(FlowAction::kNewFlow));
+    sticky.insert(a.backend);
+    const dp::FlowVerdict b = decide_new(snap, tcp_frame("192.0.2.9", port, "203.0.113.10", 80,
+                                                         pkt::kTcpSyn));
+    spread.insert(b.backend);
+  }
+  EXPECT_EQ(sticky.size(), 1u) << "200 source ports of one client: one backend";
+  EXPECT_EQ(spread.size(), 3u) << "without affinity the same ports reach every backend";
+  // Other clients are spread over the backends.
+  std::set<const dp::SnapBackend*> clients;
+  for (int i = 1; i < 60; ++i) {
+    const std::string src = "192.0.2." + std::to_string(i);
+    clients.insert(decide_new(snap, tcp_frame(src.c_str(), 1000, "203.0.113.31", 80,
+                                              pkt::kTcpSyn)).backend);
+  }
+  EXPECT_EQ(clients.size(), 3u);
+}
+
+TEST(ServiceDecision, EveryBackendUnhealthyDropsAsNoHealthyBackend) {
+  test::init_eal_once();
+  auto cfg = ctl::parse_config(config(), "test.toml");
+  ASSERT_TRUE(cfg) << cfg.error().str();
+  std::vector<ctl::ServiceSpec> specs = ctl::services_from_config(cfg.value());
+  for (ctl::ServiceSpec& sp : specs) {
+    if (sp.name == "web") {
+      for (auto& e : sp.endpoints) e.healthy = false;
+    }
+    if (sp.name == "ranged") sp.endpoints[0].healthy = false;
+    if (sp.name == "dns") sp.endpoints[0].healthy = false;  // 198.51.100.11:5353
+  }
+  std::vector<dp::PortRuntime> ports(1);
+  ports[0].name = "net0";
+  ports[0].addresses = cfg.value().ports[0].addresses;
+  ctl::Registries reg;
+  auto built = ctl::build_snapshot(cfg.value(), specs, ports, reg, 1);
+  ASSERT_TRUE(built) << built.error().message;
+  std::unique_ptr<dp::Snapshot, void (*)(dp::Snapshot*)> snap(*built, dp::snapshot_free);
+  const dp::FlowVerdict all_down =
+      decide_new(*snap, tcp_frame("192.0.2.7", 40000, "203.0.113.10", 80, pkt::kTcpSyn));
+  EXPECT_EQ(int(all_down.action), int(FlowAction::kDrop));
+  EXPECT_EQ(dp::drop_name(all_down.drop), dp::drop_name(Drop::kNoHealthyBackend));
+  // One of two down: the other takes every new flow.
+  for (uint16_t port = 1000; port < 1100; ++port) {
+    const dp::FlowVerdict v =
+        decide_new(*snap, tcp_frame("192.0.2.7", port, "203.0.113.30", 80, pkt::kTcpSyn));
+    ASSERT_EQ(int(v.action), int(FlowAction::kNewFlow));
+    EXPECT_EQ(v.backend->address.str(), "198.51.100.12");
+  }
+  // Flows of an unhealthy backend: a UDP client packet moves to a live backend in the same
+  // step; TCP keeps its backend (on_backend_removal = "keep"); a reply is translated as ever.
+  const dp::SnapService* dns = snap->find_service(test::A("203.0.113.10"), htons(53), 17);
+  ASSERT_NE(dns, nullptr);
+  const dp::SnapBackend& down = snap->backends[dns->first_backend];
+  ASSERT_FALSE(down.healthy);
+  EXPECT_TRUE(snap->stale_backend(down.stat_id));
+  EXPECT_FALSE(snap->stale_backend(snap->backends[dns->first_backend + 1].stat_id));
+  auto decide_hit = [&](const pkt::Bytes& frame, uint8_t proto, FlowDir dir, uint32_t stat_id) {
+    dp::PacketMeta m;
+    EXPECT_EQ(dp::parse_packet(frame.data(), uint32_t(frame.size()), &m, true), Drop::kNone);
+    dp::Flow flow{};
+    flow.proto = proto;
+    flow.stat_id = stat_id;
+    const uint32_t hash =
+        dp::FlowTable::hash(dp::Tuple{m.src, m.dst, m.sport, m.dport, m.l4_proto});
+    return dp::decide_flow(*snap, m, hash, dp::FlowHit{&flow, dir}, false, true);
+  };
+  const dp::FlowVerdict moved = decide_hit(udp_frame("192.0.2.7", 5000, "203.0.113.10", 53),
+                                           17, FlowDir::kOriginal, down.stat_id);
+  EXPECT_EQ(int(moved.action), int(FlowAction::kMoveFlow));
+  ASSERT_NE(moved.backend, nullptr);
+  EXPECT_EQ(moved.backend->address.str(), "198.51.100.12");
+  EXPECT_EQ(moved.service, dns);
+  const dp::FlowVerdict live = decide_hit(udp_frame("192.0.2.7", 5000, "203.0.113.10", 53), 17,
+                                          FlowDir::kOriginal,
+                                          snap->backends[dns->first_backend + 1].stat_id);
+  EXPECT_EQ(int(live.action), int(FlowAction::kForward)) << "a live backend's flow stays";
+  const dp::FlowVerdict reply = decide_hit(udp_frame("198.51.100.11", 5353, "192.0.2.7", 5000),
+                                           17, FlowDir::kReply, down.stat_id);
+  EXPECT_EQ(int(reply.action), int(FlowAction::kReverse));
+  const dp::SnapService* web = snap->find_service(test::A("203.0.113.10"), htons(80), 6);
+  const dp::FlowVerdict tcp =
+      decide_hit(tcp_frame("192.0.2.7", 40000, "203.0.113.10", 80, pkt::kTcpAck), 6,
+                 FlowDir::kOriginal, snap->backends[web->first_backend].stat_id);
+  EXPECT_EQ(int(tcp.action), int(FlowAction::kForward)) << "TCP keeps its backend";
 }
 
 }  // namespace

@@ -226,7 +226,8 @@ TEST(CoreMetrics, EveryLineIsHelpTypeOrASampleOfTheFamilyDeclaredLast) {
   for (const char* f :
        {"meshgate_packets_total", "meshgate_bytes_total", "meshgate_drops_total",
         "meshgate_flows_active", "meshgate_flows_established", "meshgate_flows_created_total",
-        "meshgate_flows_expired_total", "meshgate_fast_path_packets_total",
+        "meshgate_flows_expired_total", "meshgate_flows_moved_total",
+        "meshgate_fast_path_packets_total",
         "meshgate_backend_packets_total",
         "meshgate_backend_flows_total", "meshgate_snapshot_version", "meshgate_ready",
         "meshgate_worker_loops_total", "meshgate_worker_busy_cycles_total"}) {

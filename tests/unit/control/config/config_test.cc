@@ -1561,6 +1561,20 @@ name = "web"
 vip = "203.0.113.10"
 port = 80
 health_check = { type = "tcp" }
+    // -- service options: block list, source ranges, session affinity, node_port --
+    {"deny_source_not_a_prefix", R"([[deny]]
+source = "192.0.2.300/24"
+)",
+     2, 10, "deny[0].source", "not an IPv4/IPv6 address: \"192.0.2.300\""},
+    {"deny_misspelt_source_suggests_it", R"([[deny]]
+sorce = "192.0.2.0/24"
+)",
+     2, 1, "deny[0].sorce", "did you mean 'source'?", true, 2},
+    {"source_ranges_prefix_too_long", R"([[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+source_ranges = ["192.0.2.0/33"]
   [[service.backend]]
   address = "198.51.100.11"
   port = 8080
@@ -1577,6 +1591,40 @@ host_interface = "mg0"
 [[route]]
 prefix = "192.0.2.0/24"
 via = "198.51.100.254"
+     5, 18, "service[0].source_ranges[0]", "bad prefix length \"33\""},
+    {"source_ranges_a_string_not_an_array", R"([[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+source_ranges = "192.0.2.0/24"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+)",
+     5, 17, "service[0].source_ranges", "(write [\"192.0.2.0/24\"])"},
+    {"session_affinity_unknown_value", R"([[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+session_affinity = "clientip"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+)",
+     5, 20, "service[0].session_affinity", "did you mean 'client_ip'?"},
+    {"affinity_timeout_above_kubernetes_maximum", R"([[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+session_affinity = "client_ip"
+affinity_timeout_s = 86401
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+)",
+     6, 22, "service[0].affinity_timeout_s", "expected an integer 1..86400, got 86401"},
+    {"session_affinity_on_a_proxy_service", R"([fullnat]
+local_addresses = ["198.51.100.2"]
 [[service]]
 name = "web"
 vip = "203.0.113.10"
@@ -1591,6 +1639,52 @@ health_check = { type = "tcp" }
 )",
      18, 13, "service[0].backend[1].address",
      "backend 192.0.2.20 is not on-link of any port address", false},
+mode = "proxy"
+session_affinity = "client_ip"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+)",
+     8, 20, "service[0].session_affinity", "session_affinity applies to the packet modes"},
+    {"node_port_on_a_dsr_service", R"([[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+mode = "dsr-ipip"
+node_port = 30080
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 80
+)",
+     6, 13, "service[0].node_port", "it cannot answer as the port address"},
+    {"node_port_out_of_range", R"([[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+node_port = 70000
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+)",
+     5, 13, "service[0].node_port", "expected an integer 1..65535, got 70000"},
+    {"node_port_taken_by_another_service", R"([[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+node_port = 30080
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+[[service]]
+name = "web2"
+vip = "203.0.113.11"
+port = 80
+node_port = 30080
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+)",
+     13, 13, "service[1].node_port", "node_port 30080 is taken by service \"web\" (at config.toml:5:13)"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Config, BadConfigTest, testing::ValuesIn(kBadConfigs),

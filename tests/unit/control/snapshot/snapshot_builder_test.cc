@@ -730,5 +730,44 @@ TEST(HboneResolve, WildcardMeshHostnamesMatchAuthoritiesExactHostnamesFirst) {
       << "a matched service without that port";
 }
 
+TEST(SnapshotBuilder, ServiceOptionsReachTheSnapshot) {
+  Fixture f(std::string(test::kDemoTopology) + R"(
+[[deny]]
+source = "192.0.2.128/25"
+[[deny]]
+source = "2001:db8:bad::/48"
+)");
+  auto down = spec("down", "203.0.113.1", 80, {{"198.51.100.11", 1}, {"198.51.100.12", 1}});
+  for (auto& e : down.endpoints) e.healthy = false;
+  auto drained = spec("drained", "203.0.113.2", 80, {{"198.51.100.11", 0}});
+  auto half = spec("half", "203.0.113.3", 80, {{"198.51.100.11", 1}, {"198.51.100.12", 1}});
+  half.endpoints[0].healthy = false;
+  half.source_ranges = {*IpPrefix::parse("192.0.2.0/25")};
+  half.affinity_timeout_s = 60;
+  ctl::Registries reg;
+  auto snap = f.build({down, drained, half}, reg, 1);
+  const dp::SnapService* d = snap->find_service(A("203.0.113.1"), htons(80), 6);
+  const dp::SnapService* w = snap->find_service(A("203.0.113.2"), htons(80), 6);
+  const dp::SnapService* h = snap->find_service(A("203.0.113.3"), htons(80), 6);
+  ASSERT_TRUE(d && w && h);
+  EXPECT_TRUE(d->all_unhealthy);
+  EXPECT_EQ(d->table_size, 0u);
+  EXPECT_FALSE(w->all_unhealthy) << "weight 0 is a drain, not a health failure";
+  EXPECT_EQ(w->table_size, 0u);
+  EXPECT_FALSE(h->all_unhealthy);
+  EXPECT_EQ(h->affinity_timeout_ms, 60000u);
+  EXPECT_EQ(d->affinity_timeout_ms, 0u);
+  EXPECT_EQ(d->source_ranges, 0u);
+  ASSERT_NE(h->source_ranges, 0u);
+  EXPECT_TRUE(snap->any_source_ranges);
+  EXPECT_TRUE(snap->source_allowed(*h, A("192.0.2.5")));
+  EXPECT_FALSE(snap->source_allowed(*h, A("192.0.2.200")));
+  EXPECT_TRUE(snap->source_allowed(*d, A("192.0.2.200")));
+  EXPECT_TRUE(snap->source_blocked(A("192.0.2.200")));
+  EXPECT_FALSE(snap->source_blocked(A("192.0.2.5")));
+  EXPECT_TRUE(snap->source_blocked(A("2001:db8:bad:1::1")));
+  EXPECT_FALSE(snap->source_blocked(A("2001:db8:2::1")));
+}
+
 }  // namespace
 }  // namespace meshgate
