@@ -179,12 +179,21 @@ bool same_deny(const std::vector<DenyConfig>& a, const std::vector<DenyConfig>& 
                     [](const DenyConfig& x, const DenyConfig& y) { return x.pattern == y.pattern; });
 }
 
+bool same_health_check(const HealthCheckConfig& a, const HealthCheckConfig& b) {
+  return a.enabled == b.enabled && a.type == b.type && a.port == b.port && a.path == b.path &&
+         a.interval_ms == b.interval_ms && a.timeout_ms == b.timeout_ms && a.rise == b.rise &&
+         a.fall == b.fall;
+}
+
 bool same_service(const ServiceConfig& a, const ServiceConfig& b) {
   return a.vip == b.vip && a.port == b.port && a.protocol == b.protocol && a.mode == b.mode &&
          a.table_size == b.table_size && a.on_backend_removal == b.on_backend_removal &&
          a.gue_port == b.gue_port && a.icmp_echo == b.icmp_echo &&
          a.proxy_protocol == b.proxy_protocol && same_backends(a.backends, b.backends) &&
-         same_deny(a.deny, b.deny) && a.inspect_bytes == b.inspect_bytes;
+         same_deny(a.deny, b.deny) && a.inspect_bytes == b.inspect_bytes &&
+         a.source_ranges == b.source_ranges && a.session_affinity == b.session_affinity &&
+         a.affinity_timeout_s == b.affinity_timeout_s && a.node_port == b.node_port &&
+         same_health_check(a.health_check, b.health_check);
 }
 
 bool same_listener(const ListenerConfig& a, const ListenerConfig& b) {
@@ -283,6 +292,7 @@ ConfigChanges live_changes(const Config& a, const Config& b) {
                   same_neighbor)) {
     c.other.push_back("neighbor");
   }
+  if (a.deny_sources != b.deny_sources) c.other.push_back("deny");
   const ConntrackConfig& x = a.conntrack;
   const ConntrackConfig& y = b.conntrack;
   if (x.tcp_syn != y.tcp_syn || x.tcp_established != y.tcp_established ||

@@ -267,5 +267,30 @@ TEST(LiveChanges, CountsServicesByNameAndNamesOtherTables) {
   EXPECT_TRUE(live_changes(parse(kRunning), parse(kRunning)).empty());
 }
 
+// The service options (source ranges, affinity, NodePort, health checks) and the block list are
+// live, and a reload that changes one says so.
+TEST(LiveChanges, ServiceOptionsAndTheBlockListAreLiveAndCounted) {
+  const std::vector<std::pair<const char*, std::string>> cases = {
+      {"source_ranges", edited("port = 80\n", "port = 80\nsource_ranges = [\"192.0.2.0/24\"]\n")},
+      {"session_affinity", edited("port = 80\n", "port = 80\nsession_affinity = \"client_ip\"\n")},
+      {"affinity_timeout_s",
+       edited("port = 80\n", "port = 80\nsession_affinity = \"client_ip\"\naffinity_timeout_s = 60\n")},
+      {"node_port", edited("port = 80\n", "port = 80\nnode_port = 30080\n")},
+  };
+  const Config running = parse(kRunning);
+  for (const auto& [what, text] : cases) {
+    SCOPED_TRACE(what);
+    const Config next = parse(text);
+    EXPECT_TRUE(restart_only_changes(running, next).errors.empty())
+        << restart_only_changes(running, next).str();
+    const ConfigChanges c = live_changes(running, next);
+    EXPECT_EQ(c.services_changed, 1u);
+    EXPECT_TRUE(c.other.empty());
+  }
+  const Config blocked = parse(std::string(kRunning) + "[[deny]]\nsource = \"192.0.2.0/24\"\n");
+  EXPECT_TRUE(restart_only_changes(running, blocked).errors.empty());
+  EXPECT_EQ(live_changes(running, blocked).other, (std::vector<std::string>{"deny"}));
+}
+
 }  // namespace
 }  // namespace meshgate::ctl

@@ -1561,6 +1561,37 @@ name = "web"
 vip = "203.0.113.10"
 port = 80
 health_check = { type = "tcp" }
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+)",
+     7, 13, "service[0].backend[0].address",
+     R"(backend 198.51.100.11 is on-link of port "net0", which has no host_interface (probes )"
+     "are kernel connections through a port's kernel twin, which reaches that port's prefixes "
+     "only)"},
+    {"health_check_backend_not_on_link_of_a_port", R"([[port]]
+name = "net0"
+device = "net_null0"
+addresses = ["198.51.100.1/24"]
+host_interface = "mg0"
+[[route]]
+prefix = "192.0.2.0/24"
+via = "198.51.100.254"
+[[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+health_check = { type = "tcp" }
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+  [[service.backend]]
+  address = "192.0.2.20"
+  port = 8080
+)",
+     18, 13, "service[0].backend[1].address",
+     "backend 192.0.2.20 is not on-link of any port address", false},
+
     // -- service options: block list, source ranges, session affinity, node_port --
     {"deny_source_not_a_prefix", R"([[deny]]
 source = "192.0.2.300/24"
@@ -1579,18 +1610,6 @@ source_ranges = ["192.0.2.0/33"]
   address = "198.51.100.11"
   port = 8080
 )",
-     7, 13, "service[0].backend[0].address",
-     R"(backend 198.51.100.11 is on-link of port "net0", which has no host_interface (probes )"
-     "are kernel connections through a port's kernel twin, which reaches that port's prefixes "
-     "only)"},
-    {"health_check_backend_not_on_link_of_a_port", R"([[port]]
-name = "net0"
-device = "net_null0"
-addresses = ["198.51.100.1/24"]
-host_interface = "mg0"
-[[route]]
-prefix = "192.0.2.0/24"
-via = "198.51.100.254"
      5, 18, "service[0].source_ranges[0]", "bad prefix length \"33\""},
     {"source_ranges_a_string_not_an_array", R"([[service]]
 name = "web"
@@ -1629,16 +1648,6 @@ local_addresses = ["198.51.100.2"]
 name = "web"
 vip = "203.0.113.10"
 port = 80
-health_check = { type = "tcp" }
-  [[service.backend]]
-  address = "198.51.100.11"
-  port = 8080
-  [[service.backend]]
-  address = "192.0.2.20"
-  port = 8080
-)",
-     18, 13, "service[0].backend[1].address",
-     "backend 192.0.2.20 is not on-link of any port address", false},
 mode = "proxy"
 session_affinity = "client_ip"
   [[service.backend]]

@@ -503,5 +503,71 @@ TEST(FlowSteeringSetup, NothingToSteerStillProbesAndSaysWhy) {
   }
 }
 
+// The rules a config asks for, from the config keys: the block list on every port, each
+// service's source ranges at its VIP and its NodePort addresses; a reload without the ranges
+// removes exactly their rules.
+TEST(FlowRuleInputsFromConfig, BlockListAndSourceRangesFollowAReload) {
+  const std::string head = R"([[port]]
+name = "client"
+device = "net_null0"
+addresses = ["192.0.2.1/24"]
+[[port]]
+name = "backend"
+device = "net_null1"
+addresses = ["198.51.100.1/24", "2001:db8:1::1/64"]
+[[deny]]
+source = "203.0.113.0/28"
+[[deny]]
+source = "2001:db8:bad::/48"
+[[service]]
+name = "web"
+vip = "203.0.113.10"
+port = 80
+node_port = 30080
+)";
+  const std::string backend = R"(  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8080
+)";
+  auto with = parse_config(head + "source_ranges = [\"192.0.2.0/24\", \"2001:db8:5::/48\"]\n" +
+                               backend, "with.toml");
+  auto without = parse_config(head + backend, "without.toml");
+  ASSERT_TRUE(with) << with.error().str();
+  ASSERT_TRUE(without) << without.error().str();
+
+  const FlowRuleInputs in = flow_rule_inputs(*with, 1);
+  EXPECT_EQ(in.blocked.size(), 2u);
+  // The VIP, then the NodePort at each IPv4 port address (the VIP's family).
+  ASSERT_EQ(in.services.size(), 3u);
+  EXPECT_EQ(in.services[0].vip, ip("203.0.113.10"));
+  EXPECT_EQ(in.services[0].port, 80);
+  EXPECT_EQ(in.services[1].vip, ip("192.0.2.1"));
+  EXPECT_EQ(in.services[1].port, 30080);
+  EXPECT_EQ(in.services[2].vip, ip("198.51.100.1"));
+  EXPECT_EQ(in.services[2].allowed.size(), 2u);
+
+  RecordingFlowApi api;
+  FlowRuleManager m(api);
+  setup_flow_steering(m, runtime_ports(), in);
+  auto count = [&m](FlowRuleKind k) {
+    size_t n = 0;
+    for (const FlowRuleStatus& st : m.status()) n += st.spec.kind == k;
+    return n;
+  };
+  // Per port: 2 block rules; per service entry one IPv4 allow (the IPv6 range cannot match an
+  // IPv4 VIP) and its DROP.
+  EXPECT_EQ(count(FlowRuleKind::kBlockSource), 2u * 2u);
+  EXPECT_EQ(count(FlowRuleKind::kSourceRange), 2u * 3u * 2u);
+  EXPECT_EQ(api.live.size(), 2u * 2u + 2u * 3u * 2u);
+
+  m.sync_all(flow_rule_inputs(*without, 1));
+  EXPECT_EQ(count(FlowRuleKind::kSourceRange), 0u);
+  EXPECT_EQ(count(FlowRuleKind::kBlockSource), 2u * 2u);
+  EXPECT_EQ(api.live.size(), 2u * 2u);
+  EXPECT_EQ(api.bad_destroys, 0u);
+  teardown_flow_steering(m);
+  EXPECT_TRUE(api.live.empty());
+}
+
 }  // namespace
 }  // namespace meshgate::ctl
