@@ -605,26 +605,9 @@ bool GatewayRun::publish_services(std::vector<ServiceSpec> services, const char*
       (unsigned long)version_, why, (*snap)->services.size(), (*snap)->backends.size(), build_ms,
       reg_->last_build.tables_built, reg_->last_build.tables_reused);
   if (cert_provider_) last_services_ = services;  // a new certificate republishes them
-  vips_.clear();
-  usable_vips_.clear();
-  for (const ServiceSpec& s : services) {
-    vips_.push_back(s.vip);
-    const bool usable = std::any_of(s.endpoints.begin(), s.endpoints.end(),
-                                    [](const EndpointSpec& e) { return e.weight > 0 && e.healthy; });
-    if (usable) usable_vips_.push_back(s.vip);
-  }
-  // A listener's VIP takes connections while one of its routes has a service with a backend.
-  const dp::Snapshot& published = **snap;
-  for (const dp::SnapService& s : published.services) {
-    if (s.listener == 0) continue;
-    vips_.push_back(s.vip);
-    const dp::SnapListener& l = published.listeners[s.listener - 1];
-    if (std::any_of(l.routes.begin(), l.routes.end(), [&](const dp::SnapRoute& r) {
-          return r.service >= 0 && published.services[uint32_t(r.service)].table_size != 0;
-        })) {
-      usable_vips_.push_back(s.vip);
-    }
-  }
+  VipSets v = vip_sets(services, **snap);
+  vips_ = std::move(v.all);
+  usable_vips_ = std::move(v.usable);
   update_announcements();
   if (admin_) admin_->set_services(std::move(services));
   return true;

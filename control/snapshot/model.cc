@@ -1,5 +1,9 @@
 #include "control/snapshot/model.h"
 
+#include <algorithm>
+
+#include "dataplane/snapshot/snapshot.h"
+
 namespace meshgate::ctl {
 
 std::vector<ServiceSpec> services_from_config(const Config& cfg) {
@@ -34,6 +38,28 @@ std::vector<ServiceSpec> services_from_config(const Config& cfg) {
     out.push_back(std::move(s));
   }
   return out;
+}
+
+VipSets vip_sets(const std::vector<ServiceSpec>& services, const dp::Snapshot& snapshot) {
+  VipSets v;
+  for (const ServiceSpec& s : services) {
+    v.all.push_back(s.vip);
+    const bool usable = std::any_of(s.endpoints.begin(), s.endpoints.end(),
+                                    [](const EndpointSpec& e) { return e.weight > 0 && e.healthy; });
+    if (usable) v.usable.push_back(s.vip);
+  }
+  // A listener's VIP takes connections while one of its routes has a service with a backend.
+  for (const dp::SnapService& s : snapshot.services) {
+    if (s.listener == 0) continue;
+    v.all.push_back(s.vip);
+    const dp::SnapListener& l = snapshot.listeners[s.listener - 1];
+    if (std::any_of(l.routes.begin(), l.routes.end(), [&](const dp::SnapRoute& r) {
+          return r.service >= 0 && snapshot.services[uint32_t(r.service)].table_size != 0;
+        })) {
+      v.usable.push_back(s.vip);
+    }
+  }
+  return v;
 }
 
 }  // namespace meshgate::ctl

@@ -9,6 +9,10 @@
 #include "control/config/config.h"
 #include "dataplane/common/net_types.h"
 
+namespace meshgate::dp {
+struct Snapshot;
+}
+
 namespace meshgate::ctl {
 
 enum class TunnelProtocol : uint8_t { kNone, kHbone };
@@ -49,5 +53,15 @@ struct ServiceSpec {
 
 // The static [[service]] tables of a config, in order.
 std::vector<ServiceSpec> services_from_config(const Config& cfg);
+
+// The VIPs of a snapshot built from `services`, and those that can take new flows: a service
+// with an endpoint of weight > 0 that is healthy (its health check passes), a listener with a
+// route to a service with a lookup table. [bgp] announces the usable ones only, so a VIP whose
+// backends are all drained, removed or down is withdrawn.
+struct VipSets {
+  std::vector<IpAddr> all;
+  std::vector<IpAddr> usable;
+};
+VipSets vip_sets(const std::vector<ServiceSpec>& services, const dp::Snapshot& snapshot);
 
 }  // namespace meshgate::ctl

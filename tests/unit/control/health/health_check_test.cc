@@ -2,6 +2,7 @@
 // listeners on 127.0.0.1, and the monitor's schedule, bounds and effect on the published
 // services with scripted probe results and a fake clock.
 #include "control/health/health_check.h"
+#include "dataplane/snapshot/snapshot.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -426,6 +427,43 @@ TEST(HealthMonitor, DownAfterFallFailuresUpAfterRiseAndAppliedToTheServices) {
   EXPECT_LE(t - back_from, 2 * 110u + 2);
   m.apply(specs);
   EXPECT_TRUE(specs[0].endpoints[1].healthy);
+}
+
+// Every backend of a service down: its VIP is no longer usable, so [bgp] withdraws it (the
+// runtime announces vip_sets().usable); one back up and it is announced again.
+TEST(HealthMonitor, AllBackendsDownTakeTheVipOutOfTheUsableOnes) {
+  auto runner = std::make_unique<FakeRunner>();
+  FakeRunner* r = runner.get();
+  HealthMonitor m(targets(2, 100, /*rise=*/1, /*fall=*/1), std::move(runner), {}, 5);
+  ServiceSpec web = web_spec(2);
+  web.vip = ip("203.0.113.10");
+  ServiceSpec other = web_spec(2);
+  other.name = "other";  // same backends, not checked: stays usable
+  other.vip = ip("203.0.113.11");
+  std::vector<ServiceSpec> specs{web, other};
+  m.apply(specs);
+  const dp::Snapshot empty;
+  EXPECT_EQ(vip_sets(specs, empty).usable.size(), 2u);
+  r->result[0] = r->result[1] = ProbeOutcome::kTimeout;
+  uint64_t t = 0;
+  auto down = [&m] {
+    for (const auto& b : m.view()) {
+      if (b.up) return false;
+    }
+    return true;
+  };
+  for (; t < 1000 && !down(); ++t) m.tick(t);
+  ASSERT_TRUE(down());
+  m.apply(specs);
+  VipSets v = vip_sets(specs, empty);
+  EXPECT_EQ(v.all, (std::vector<IpAddr>{ip("203.0.113.10"), ip("203.0.113.11")}));
+  EXPECT_EQ(v.usable, (std::vector<IpAddr>{ip("203.0.113.11")}));
+  r->result.erase(0);
+  bool up = false;
+  for (const uint64_t from = t; t < from + 1000 && !up; ++t) up = m.tick(t);
+  ASSERT_TRUE(up);
+  m.apply(specs);
+  EXPECT_EQ(vip_sets(specs, empty).usable.size(), 2u);
 }
 
 TEST(HealthMonitor, AReloadKeepsTheStatesOfTheBackendsItStillChecks) {
