@@ -100,14 +100,7 @@ add_bridged_host() {
 # 2001:db8:1::1<i>/64 on eth0, routed through the gateway's 198.51.100.1 / 2001:db8:1::1.
 add_backend_segment() {
   local gwside=$1 sw=$2 prefix=$3 count=$4 i b
-  ip netns add "$sw"; NETNS+=("$sw")
-  ip netns exec "$sw" ip link add br0 type bridge
-  ip netns exec "$sw" ip link set br0 up
-  ip link add "$gwside" type veth peer name gw netns "$sw"; LINKS+=("$gwside")
-  sysctl -qw "net.ipv6.conf.$gwside.disable_ipv6=1"
-  ip link set "$gwside" up; offloads_off "$gwside"
-  ip netns exec "$sw" ip link set gw master br0 up
-  offloads_off gw "$sw"
+  add_switch "$sw" "$gwside"
   for ((i = 1; i <= count; ++i)); do
     b=${prefix}${i}_$ID
     ip netns add "$b"; NETNS+=("$b")
