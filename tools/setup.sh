@@ -23,6 +23,9 @@ packages=(
   nghttp2-proxy python3-h2
   # [bgp]: the BGP daemon meshgate runs (and the router of the fleet test)
   bird2
+  # sd_notify for the systemd unit; the Debian package (cpack's DEB generator runs
+  # dpkg-shlibdeps) and its test (systemd-analyze verify of the unit)
+  libsystemd-dev dpkg-dev systemd
 )
 
 missing=()

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "apps/meshgate-ctl/render.h"
+#include "control/common/build_info.h"
 
 using nlohmann::json;
 using namespace meshgate::ctl_tool;
@@ -129,6 +130,12 @@ int main(int argc, char** argv) {
   app.add_option("--admin", admin_text,
                  "admin API address HOST:PORT, IPv6 as [::1]:PORT (default: $MESHGATE_ADMIN or " +
                      std::string(kDefaultAdmin) + ")");
+  // meshgate-ctl links neither DPDK nor Hyperscan: it prints the library versions of the
+  // headers it was built with, which are those of the meshgate built alongside it.
+  app.set_version_flag(
+      "--version",
+      [] { return meshgate::version_text("meshgate-ctl", meshgate::compiled_build_info(), " (built with)"); },
+      "print the version, git commit and the DPDK, OpenSSL, Hyperscan versions built with");
   app.require_subcommand(1);
   CLI::App* services = app.add_subcommand("services", "services and backends, like ipvsadm -Ln");
   CLI::App* flows = app.add_subcommand("flows", "tracked flows of every worker");

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "control/common/build_info.h"
 #include "control/common/log.h"
 #include "control/config/config.h"
 #include "control/runtime/preflight.h"
@@ -31,6 +32,9 @@ int main(int argc, char** argv) {
   std::string config_path, log_level = "info";
   RunOptions opt;
   bool check = false;
+  // Handled while parsing, before --config is required.
+  app.set_version_flag("--version", [] { return version_text("meshgate", linked_build_info()); },
+                       "print the version, git commit and DPDK, OpenSSL, Hyperscan versions");
   app.add_option("--config", config_path, "gateway configuration (TOML)")->required();
   app.add_option("--pcap-in", opt.pcap_in, "replay: read packets from this pcap (first port)");
   app.add_option("--pcap-out", opt.pcap_out, "replay: write transmitted packets to this pcap");

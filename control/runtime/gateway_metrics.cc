@@ -5,6 +5,7 @@
 #include <string>
 
 #include "control/admin/prometheus.h"
+#include "control/common/build_info.h"
 #include "control/stats/stats.h"
 #include "dataplane/hbone/counters.h"
 #include "dataplane/hbone/gateway.h"
@@ -313,6 +314,20 @@ void add_affinity_metrics(Admin& admin, const dp::AffinityTable& table) {
     w.family("meshgate_affinity_full_total", MetricType::kCounter,
              "New flows of session-affinity services whose bucket was full (not remembered)");
     w.sample(t->full());
+  });
+}
+
+void add_build_info_metric(Admin& admin) {
+  admin.add_metrics_source([info = linked_build_info()](PromWriter& w) {
+    w.family("meshgate_build_info", MetricType::kGauge,
+             "Always 1; the labels say what runs: meshgate's version and git commit, the DPDK, "
+             "OpenSSL and Hyperscan versions loaded.");
+    w.sample({{"version", info.version},
+              {"commit", info.commit},
+              {"dpdk", info.dpdk},
+              {"openssl", info.openssl},
+              {"hyperscan", info.hyperscan}},
+             1);
   });
 }
 

@@ -56,5 +56,8 @@ nlohmann::json health_json(const health::HealthMonitor& health);
 // meshgate_affinity_entries, meshgate_affinity_capacity and meshgate_affinity_full_total: the
 // session affinity table the workers share. `table` must outlive the Admin.
 void add_affinity_metrics(Admin& admin, const dp::AffinityTable& table);
+// meshgate_build_info{version,commit,dpdk,openssl,hyperscan} 1 (control/common/build_info.h:
+// the library versions loaded at run time).
+void add_build_info_metric(Admin& admin);
 
 }  // namespace meshgate::ctl

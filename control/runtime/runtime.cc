@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <sys/random.h>
+#include <systemd/sd-daemon.h>
 
 #include <algorithm>
 #include <chrono>
@@ -246,6 +247,12 @@ class GatewayRun {
   // Tells the BGP speaker what to announce: the usable VIPs while ready and not draining.
   void update_announcements();
   void stop_workers();
+  // sd_notify(3) for a systemd unit of Type=notify (packaging/meshgate.service); without
+  // NOTIFY_SOCKET they do nothing. READY=1 once /ready would answer 200, STOPPING=1 when the
+  // drain (or an immediate stop) begins.
+  bool serving_ready() const;
+  void notify_ready_once();
+  void notify_stopping_once();
   bool workers_done() const;
   void fan_out_neighbors();
   void show_progress();
@@ -287,6 +294,8 @@ class GatewayRun {
   std::unique_ptr<BgpSpeaker> bgp_;
   std::unique_ptr<health::HealthMonitor> health_;  // static services' health checks (live)
   bool ready_ = false;  // the workers run the first snapshot: VIPs may be announced
+  bool notified_ready_ = false;     // READY=1 sent
+  bool notified_stopping_ = false;  // STOPPING=1 sent
   std::vector<IpAddr> vips_, usable_vips_;  // every VIP; those with a backend to take flows
   std::unique_ptr<mesh::MeshRuntime> mesh_rt_;
   std::unique_ptr<CertProvider> cert_provider_;
@@ -763,6 +772,7 @@ void GatewayRun::register_metrics() {
   if (proxy_) add_listener_metrics(*admin_, views_, publisher_);
   if (hbone_) add_hbone_metrics(*admin_, views_);
   add_affinity_metrics(*admin_, *affinity_);
+  add_build_info_metric(*admin_);
   if (host_ && !host_->empty()) add_host_metrics(*admin_, *host_);
   if (flow_rules_) {
     add_flow_rule_metrics(*admin_, *flow_rules_);
@@ -795,6 +805,15 @@ void GatewayRun::setup_reload() {
 }
 
 ReloadOutcome GatewayRun::reload(const char* trigger) {
+  // systemd shows the unit "reloading" until READY=1; MONOTONIC_USEC is what systemd 253's
+  // Type=notify-reload expects with it (sd_notify(3)).
+  const bool tell_systemd = notified_ready_ && !notified_stopping_;
+  if (tell_systemd) {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu",
+               (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000);
+  }
   std::optional<Config> next;
   ReloadOutcome o = check_reload(cfg_, trigger, &next);
   if (!o.sha256.empty()) watched_sha256_ = o.sha256;
@@ -823,6 +842,7 @@ ReloadOutcome GatewayRun::reload(const char* trigger) {
   reload_stats_.count(o);
   if (admin_) admin_->set_config_status(reload_stats_.status(cfg_));
   update_config_watch();
+  if (tell_systemd) sd_notify(0, "READY=1\nSTATUS=serving");
   return o;
 }
 
@@ -883,6 +903,7 @@ void GatewayRun::control_loop() {
   for (;;) {
     const auto now = std::chrono::steady_clock::now();
     act_on_signals(now);
+    notify_ready_once();
     if (phase_ == Phase::kDraining) check_drain(now);
     if (admin_) admin_->tick(now);
     if (bgp_) bgp_->tick(now);
@@ -915,6 +936,7 @@ void GatewayRun::act_on_signals(std::chrono::steady_clock::time_point now) {
       (g_sigterm || (admin_ && admin_->bridge().take_drain_request()))) {
     drain_trigger_ = g_sigterm ? "sigterm" : "admin";
     if (admin_) admin_->bridge().mark_draining();
+    notify_stopping_once();
     if (bgp_) {
       // The routers first move new flows to the other gateways; this one still takes what
       // arrives meanwhile.
@@ -963,6 +985,7 @@ void GatewayRun::check_drain(std::chrono::steady_clock::time_point now) {
 }
 
 void GatewayRun::stop_workers() {
+  notify_stopping_once();
   // The BGP daemon first, while worker 0 still sends what the kernel twin emits: its Cease
   // reaches the routers, which withdraw this gateway's routes at once.
   if (bgp_) {
@@ -971,6 +994,24 @@ void GatewayRun::stop_workers() {
   }
   for (auto& s : slots_) s.worker->request_stop();
   phase_ = Phase::kStopping;
+}
+
+// What GET /ready answers (AdminBridge::readiness), also without an admin API.
+bool GatewayRun::serving_ready() const {
+  if (admin_) return admin_->bridge().readiness().ready;
+  return ready_ && phase_ == Phase::kRunning && (!mesh_rt_ || mesh_rt_->synced());
+}
+
+void GatewayRun::notify_ready_once() {
+  if (notified_ready_ || replay_ || !serving_ready()) return;
+  notified_ready_ = true;
+  sd_notify(0, "READY=1\nSTATUS=serving");
+}
+
+void GatewayRun::notify_stopping_once() {
+  if (notified_stopping_ || replay_) return;
+  notified_stopping_ = true;
+  sd_notify(0, "STOPPING=1\nSTATUS=draining");
 }
 
 bool GatewayRun::workers_done() const {
