@@ -5,6 +5,7 @@
 # GET /ready answers 200 at that moment (asked by the listener on receipt, before anything
 # else happens); SIGHUP brings RELOADING=1 then READY=1; SIGTERM brings STOPPING=1 while the
 # drain begins, and the gateway exits 0. Without NOTIFY_SOCKET the other tests run it as before.
+# /metrics has meshgate_build_info with the labels --version prints.
 source "$(dirname "$0")/lib.sh"
 
 SRC=${MG_SOURCE_DIR:?}
@@ -57,6 +58,14 @@ wait_for 5 test -s "$TMP/ready_at_notify" || fail "the listener did not ask /rea
 [[ $(grep -c 'READY=1' "$TMP/notify.log") -eq 1 ]] || fail "READY=1 sent more than once: $(cat "$TMP/notify.log")"
 grep -q 'STOPPING=1' "$TMP/notify.log" && fail "STOPPING=1 before any stop"
 note "READY=1 with /ready 200"
+
+# meshgate_build_info carries what --version prints.
+curl -sf --max-time 5 "http://$MG_ADMIN/metrics" >"$TMP/metrics.txt" || fail "GET /metrics"
+v() { "$MG_BIN" --version | sed -n "s/^$1: //p"; }
+want="meshgate_build_info{version=\"$("$MG_BIN" --version | sed -n 's/^meshgate //p')\",commit=\"$(v commit)\",dpdk=\"$(v dpdk)\",openssl=\"$(v openssl)\",hyperscan=\"$(v hyperscan)\"} 1"
+grep -qxF "$want" "$TMP/metrics.txt" || fail "/metrics lacks '$want': $(grep build_info "$TMP/metrics.txt")"
+grep -qx '# TYPE meshgate_build_info gauge' "$TMP/metrics.txt" || fail "meshgate_build_info is not a gauge"
+note "meshgate_build_info matches --version"
 
 kill -HUP "$GW_PID"
 wait_for 10 grep -q 'RELOADING=1' "$TMP/notify.log" || fail "no RELOADING=1 on SIGHUP: $(cat "$TMP/notify.log")"
