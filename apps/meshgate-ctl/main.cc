@@ -134,7 +134,10 @@ int main(int argc, char** argv) {
   // headers it was built with, which are those of the meshgate built alongside it.
   app.set_version_flag(
       "--version",
-      [] { return meshgate::version_text("meshgate-ctl", meshgate::compiled_build_info(), " (built with)"); },
+      [] {
+        return meshgate::version_text("meshgate-ctl", meshgate::compiled_build_info(),
+                                      " (built with)");
+      },
       "print the version, git commit and the DPDK, OpenSSL, Hyperscan versions built with");
   app.require_subcommand(1);
   CLI::App* services = app.add_subcommand("services", "services and backends, like ipvsadm -Ln");

@@ -252,7 +252,7 @@ class GatewayRun {
   // drain (or an immediate stop) begins.
   bool serving_ready() const;
   void notify_ready_once();
-  void notify_stopping_once();
+  void notify_stopping_once(const char* status);
   bool workers_done() const;
   void fan_out_neighbors();
   void show_progress();
@@ -936,7 +936,7 @@ void GatewayRun::act_on_signals(std::chrono::steady_clock::time_point now) {
       (g_sigterm || (admin_ && admin_->bridge().take_drain_request()))) {
     drain_trigger_ = g_sigterm ? "sigterm" : "admin";
     if (admin_) admin_->bridge().mark_draining();
-    notify_stopping_once();
+    notify_stopping_once("draining");
     if (bgp_) {
       // The routers first move new flows to the other gateways; this one still takes what
       // arrives meanwhile.
@@ -985,7 +985,7 @@ void GatewayRun::check_drain(std::chrono::steady_clock::time_point now) {
 }
 
 void GatewayRun::stop_workers() {
-  notify_stopping_once();
+  notify_stopping_once("stopping");
   // The BGP daemon first, while worker 0 still sends what the kernel twin emits: its Cease
   // reaches the routers, which withdraw this gateway's routes at once.
   if (bgp_) {
@@ -1008,10 +1008,10 @@ void GatewayRun::notify_ready_once() {
   sd_notify(0, "READY=1\nSTATUS=serving");
 }
 
-void GatewayRun::notify_stopping_once() {
+void GatewayRun::notify_stopping_once(const char* status) {
   if (notified_stopping_ || replay_) return;
   notified_stopping_ = true;
-  sd_notify(0, "STOPPING=1\nSTATUS=draining");
+  sd_notifyf(0, "STOPPING=1\nSTATUS=%s", status);
 }
 
 bool GatewayRun::workers_done() const {

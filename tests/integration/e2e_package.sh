@@ -31,14 +31,14 @@ if known; then
 fi
 
 cpack --config "$BUILD/CPackConfig.cmake" -B "$TMP/pkg" >"$TMP/cpack.log" 2>&1 || fail "cpack failed: $(tail -20 "$TMP/cpack.log")"
-DEB=$(ls "$TMP"/pkg/meshgate_*.deb)
-[[ -f $DEB ]] || fail "no .deb in $TMP/pkg"
+DEB=$(ls "$TMP"/pkg/meshgate_*.deb 2>/dev/null || true)
+[[ -n $DEB && -f $DEB ]] || fail "no .deb in $TMP/pkg: $(ls "$TMP/pkg")"
 note "built $(basename "$DEB")"
 
 # Control data.
 dpkg-deb -I "$DEB" >"$TMP/info.txt"
 depends=$(dpkg-deb -f "$DEB" Depends)
-for lib in 'librte-[a-z0-9-]*23' 'libssl3' 'libhyperscan5' 'libnghttp2-14' 'libgrpc' 'libsystemd0' 'libstdc\+\+6'; do
+for lib in 'librte-eal[0-9]+' 'librte-ethdev[0-9]+' 'librte-mempool-ring[0-9]+' 'librte-net-tap[0-9]+' 'libssl3' 'libhyperscan5' 'libnghttp2-14' 'libgrpc' 'libsystemd0' 'libstdc\+\+6'; do
   grep -qE "(^|, )$lib" <<<"$depends" || fail "Depends lacks $lib: $depends"
 done
 [[ $(dpkg-deb --ctrl-tarfile "$DEB" | tar -xO ./conffiles) == /etc/meshgate/meshgate.toml ]] \
@@ -76,7 +76,7 @@ dpkg-query -W -f='${Conffiles}\n' meshgate | grep -qE '^ /etc/meshgate/meshgate.
 # verify exits 0 on an unknown key or a bad value, printing a warning: any output fails.
 systemd-analyze verify /lib/systemd/system/meshgate.service >"$TMP/verify.log" 2>&1 \
   || fail "systemd-analyze verify: $(cat "$TMP/verify.log")"
-[[ -s $TMP/verify.log ]] && fail "systemd-analyze verify warned: $(cat "$TMP/verify.log")"
+if [[ -s $TMP/verify.log ]]; then fail "systemd-analyze verify warned: $(cat "$TMP/verify.log")"; fi
 grep -q '^ExecStart=/usr/bin/meshgate --config /etc/meshgate/meshgate.toml$' /lib/systemd/system/meshgate.service \
   || fail "the unit does not start /usr/bin/meshgate with /etc/meshgate/meshgate.toml"
 # The completion asks the installed binary for its subcommands.
@@ -94,14 +94,15 @@ note "installed: --version, --check, conffile, unit, completions"
 # Remove keeps the (edited) conffile, purge removes it.
 echo "# edited by the package test" >>/etc/meshgate/meshgate.toml
 dpkg -r meshgate >"$TMP/remove.log" 2>&1 || fail "dpkg -r failed: $(cat "$TMP/remove.log")"
-[[ -e /usr/bin/meshgate ]] && fail "/usr/bin/meshgate left after dpkg -r"
+if [[ -e /usr/bin/meshgate ]]; then fail "/usr/bin/meshgate left after dpkg -r"; fi
 grep -q "edited by the package test" /etc/meshgate/meshgate.toml || fail "dpkg -r did not keep the edited conffile"
 dpkg --purge meshgate >"$TMP/purge.log" 2>&1 || fail "dpkg --purge failed: $(cat "$TMP/purge.log")"
 while read -r f; do
-  [[ -z $f || -d $f ]] && continue
-  [[ -e $f ]] && fail "$f left after dpkg --purge"
+  if [[ -n $f && ! -d $f && -e $f ]]; then fail "$f left after dpkg --purge"; fi
 done <"$TMP/files.txt"
-[[ -e /etc/meshgate ]] && fail "/etc/meshgate left after dpkg --purge"
-known && fail "dpkg still knows meshgate after --purge"
+for d in /etc/meshgate /usr/share/doc/meshgate /usr/share/meshgate; do
+  if [[ -e $d ]]; then fail "$d left after dpkg --purge"; fi
+done
+if known; then fail "dpkg still knows meshgate after --purge"; fi
 note "removed and purged"
 echo "e2e_package: ok"
