@@ -240,7 +240,7 @@ AdminReply set_logging(const httplib::Request& req) {
   // Logged at info while the more verbose of the two levels is in force, so that a change from
   // info to warn shows as well as one from warn to info.
   auto note = [&] {
-    log(LogLevel::kInfo, "log_level_changed", "level=%s previous=%s", log_level_name(l),
+    log(LogLevel::kInfo, "log_level_changed", "log_level=%s previous=%s", log_level_name(l),
         log_level_name(previous));
   };
   if (int(l) < int(previous)) note();

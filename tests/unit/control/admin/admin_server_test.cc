@@ -241,7 +241,7 @@ TEST_F(AdminServerTest, LoggingShowsAndSetsTheLogLevel) {
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(r->body, R"({"level":"debug","previous":"info"})");
   EXPECT_EQ(log_level(), LogLevel::kDebug);
-  EXPECT_TRUE(err.wait_for(" level=info event=log_level_changed level=debug previous=info\n"))
+  EXPECT_TRUE(err.wait_for(" level=info event=log_level_changed log_level=debug previous=info\n"))
       << err.text();
   EXPECT_EQ(body("/logging"), R"({"level":"debug","format":"text"})");
   // At debug every request is logged.
@@ -255,7 +255,7 @@ TEST_F(AdminServerTest, LoggingShowsAndSetsTheLogLevel) {
   EXPECT_NE(raw.find("\r\n\r\n{\"level\":\"warn\",\"previous\":\"debug\"}"), std::string::npos)
       << raw;
   EXPECT_EQ(log_level(), LogLevel::kWarn);
-  EXPECT_TRUE(err.wait_for("event=log_level_changed level=warn previous=debug\n")) << err.text();
+  EXPECT_TRUE(err.wait_for("event=log_level_changed log_level=warn previous=debug\n")) << err.text();
   EXPECT_EQ(status("/ready"), 503);
 
   for (const char* bad : {"/logging", "/logging?level=verbose", "/logging?level=", "/logging?lvl=info"}) {
@@ -270,7 +270,7 @@ TEST_F(AdminServerTest, LoggingShowsAndSetsTheLogLevel) {
   r = cli_->Post("/logging?level=info");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->body, R"({"level":"info","previous":"warn"})");
-  EXPECT_TRUE(err.wait_for("event=log_level_changed level=info previous=warn\n")) << err.text();
+  EXPECT_TRUE(err.wait_for("event=log_level_changed log_level=info previous=warn\n")) << err.text();
   const std::string out = err.text();
   EXPECT_EQ(out.find("path=\"/ready\""), std::string::npos) << "admin_request is debug only";
   set_log_level(LogLevel::kInfo);
