@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   }
 
   CLI::App app{"meshgate: DPDK fast-path gateway for Kubernetes / Istio ambient meshes"};
-  std::string config_path, log_level = "info";
+  std::string config_path, log_level = "info", log_format = "text";
   RunOptions opt;
   bool check = false;
   // Handled while parsing, before --config is required.
@@ -43,6 +43,8 @@ int main(int argc, char** argv) {
   app.add_option("--workers", opt.workers, "worker lcores (overrides [gateway] workers)")
       ->check(CLI::Range(1u, kMaxWorkers));
   app.add_option("--log-level", log_level, "error | warn | info | debug");
+  app.add_option("--log-format", log_format, "text (key=value) | json (an object per line)")
+      ->check(CLI::IsMember({"text", "json"}));
   try {
     app.parse(own_argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -55,6 +57,9 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   set_log_level(level);
+  LogFormat format = LogFormat::kText;
+  parse_log_format(log_format, &format);  // checked by CLI11 above
+  set_log_format(format);
   opt.log_level = level;
   opt.eal_args = std::move(eal_args);
   if (!opt.pcap_out.empty() && opt.pcap_in.empty()) {

@@ -14,7 +14,10 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <vector>
+
+#include "control/common/log.h"
 
 namespace meshgate::ctl {
 namespace {
@@ -215,7 +218,38 @@ constexpr const char* kIndex =
     "  GET  /flow_rules    rte_flow rules per port, installed or refused and why, as JSON\n"
     "  POST /drain         refuse new flows, exit once established flows closed\n"
     "  POST /reload        reload the config file: 200 with what changed, 400 invalid,\n"
-    "                      409 when a changed key needs a restart (nothing applied)\n";
+    "                      409 when a changed key needs a restart (nothing applied)\n"
+    "  GET  /logging       the log level and format as JSON\n"
+    "  POST /logging?level=L\n"
+    "                      set the log level: error, warn, info or debug\n";
+
+// GET /logging and POST /logging?level=L. The level is an atomic of the logger (log.h), not
+// control-loop state: it is read and set here without the bridge.
+AdminReply logging_reply() {
+  return {200, "application/json",
+          nlohmann::ordered_json{{"level", log_level_name(log_level())},
+                         {"format", log_format_name(log_format())}}
+              .dump()};
+}
+AdminReply set_logging(const httplib::Request& req) {
+  LogLevel l;
+  if (!req.has_param("level") || !parse_log_level(req.get_param_value("level"), &l)) {
+    return text_reply(400, "level: expected error, warn, info or debug");
+  }
+  const LogLevel previous = log_level();
+  // Logged at info while the more verbose of the two levels is in force, so that a change from
+  // info to warn shows as well as one from warn to info.
+  auto note = [&] {
+    log(LogLevel::kInfo, "log_level_changed", "log_level=%s previous=%s", log_level_name(l),
+        log_level_name(previous));
+  };
+  if (int(l) < int(previous)) note();
+  set_log_level(l);
+  if (int(l) >= int(previous)) note();
+  return {200, "application/json",
+          nlohmann::ordered_json{{"level", log_level_name(l)}, {"previous", log_level_name(previous)}}
+              .dump()};
+}
 
 }  // namespace
 
@@ -238,6 +272,10 @@ Result<std::unique_ptr<AdminServer>> AdminServer::start(const std::string& liste
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
   s->routes();
+  s->svr_->set_logger([](const httplib::Request& req, const httplib::Response& res) {
+    log(LogLevel::kDebug, "admin_request", "method=%s path=\"%s\" status=%d", req.method.c_str(),
+        req.path.c_str(), res.status);
+  });
   errno = 0;
   if (hp.port == 0) {
     const int port = s->svr_->bind_to_any_port(hp.host);
@@ -328,6 +366,7 @@ void AdminServer::routes() {
     }
     if (req.path == "/drain") drain(res);
     else if (req.path == "/reload") reload(res);
+    else if (req.path == "/logging") answer(res, set_logging(req));
     else return R::Unhandled;
     return R::Handled;
   });
@@ -340,6 +379,12 @@ void AdminServer::routes() {
   s.Get("/reload", [](const httplib::Request&, httplib::Response& res) {
     res.set_header("Allow", "POST");
     answer(res, text_reply(405, "use POST /reload"));
+  });
+  s.Get("/logging", [](const httplib::Request&, httplib::Response& res) {
+    answer(res, logging_reply());
+  });
+  s.Post("/logging", [](const httplib::Request& req, httplib::Response& res) {
+    answer(res, set_logging(req));
   });
 }
 

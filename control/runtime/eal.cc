@@ -2,7 +2,9 @@
 
 #include <rte_eal.h>
 #include <rte_errno.h>
+#include <rte_log.h>
 #include <sched.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -10,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <string_view>
 
 #include "control/snapshot/maglev.h"
 #include "dataplane/conntrack/conntrack.h"
@@ -159,11 +162,65 @@ EalPlan plan_eal(const Config& cfg, uint32_t workers, uint32_t mbufs,
   }
   // Never probe PCI devices we were not given (the host's own NIC, for one).
   if (!any_pci) a.push_back("--no-pci");
-  a.push_back(std::string("--log-level=") + (level >= LogLevel::kDebug ? "info" : "warning"));
+  a.push_back(std::string("--log-level=") + dpdk_log_threshold(level));
   return plan;
 }
 
+LogLevel log_level_of_dpdk(uint32_t rte_level) {
+  if (rte_level <= RTE_LOG_ERR) return LogLevel::kError;
+  if (rte_level == RTE_LOG_WARNING) return LogLevel::kWarn;
+  if (rte_level == RTE_LOG_NOTICE) return LogLevel::kInfo;
+  return LogLevel::kDebug;
+}
+
+const char* dpdk_log_threshold(LogLevel level) {
+  switch (level) {
+    case LogLevel::kError: return "error";
+    case LogLevel::kWarn: return "warning";
+    case LogLevel::kInfo: return "notice";
+    case LogLevel::kDebug: return "info";
+  }
+  return "notice";
+}
+
+namespace {
+
+// fopencookie's write: called by the thread that logs (the stream is unbuffered, see
+// route_dpdk_logs), right after rte_vlog recorded that thread's message level.
+ssize_t write_dpdk_log(void*, const char* buf, size_t size) {
+  // Per thread: pieces of one thread's line never mix with another's.
+  thread_local std::string pending;
+  thread_local uint32_t pending_level = 0;
+  if (pending.empty()) pending_level = uint32_t(rte_log_cur_msg_loglevel());
+  pending.append(buf, size);
+  size_t start = 0;
+  for (size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1) {
+    std::string_view line(pending.data() + start, nl - start);
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
+    if (!line.empty()) log_message(log_level_of_dpdk(pending_level), "dpdk", line);
+    pending_level = uint32_t(rte_log_cur_msg_loglevel());
+  }
+  pending.erase(0, start);
+  return ssize_t(size);
+}
+
+}  // namespace
+
+void route_dpdk_logs() {
+  static FILE* const stream = [] {
+    FILE* f = fopencookie(nullptr, "w", cookie_io_functions_t{nullptr, write_dpdk_log, nullptr,
+                                                              nullptr});
+    // Unbuffered: each message reaches write_dpdk_log from the thread that logged it, in one
+    // call, while rte_log_cur_msg_loglevel() is still that message's. A buffer would let one
+    // thread's fflush deliver another's message under the wrong level.
+    if (f) setvbuf(f, nullptr, _IONBF, 0);
+    return f;
+  }();
+  if (stream) rte_openlog_stream(stream);
+}
+
 Result<bool> init_eal(const EalPlan& plan) {
+  route_dpdk_logs();
   std::vector<std::string> storage;
   storage.push_back("meshgate");
   for (const auto& s : plan.args) storage.push_back(s);

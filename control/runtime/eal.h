@@ -32,11 +32,24 @@ uint64_t available_memory_mb();
 // Free hugepage memory in MB (all page sizes).
 uint64_t free_hugepage_mb();
 
-// Builds the EAL argument list. With user_args non-empty they are passed unchanged.
+// Builds the EAL argument list. With user_args non-empty they are passed unchanged. DPDK's log
+// threshold follows `level` (dpdk_log_threshold).
 EalPlan plan_eal(const Config& cfg, uint32_t workers, uint32_t mbufs,
                  const std::vector<std::string>& user_args, LogLevel level);
 
-// rte_eal_init with the plan. Error text on failure.
+// rte_eal_init with the plan, DPDK's log routed first (route_dpdk_logs) so that the EAL's own
+// start-up lines are covered. Error text on failure.
 Result<bool> init_eal(const EalPlan& plan);
+
+// DPDK's log stream (the EAL's and the drivers' lines, from any thread) through meshgate's
+// logger: each line becomes event=dpdk msg="..." at the level log_level_of_dpdk gives and passes
+// the same level filter as meshgate's own lines. A line DPDK prints in pieces is logged once
+// complete. Needs no EAL; safe to call again.
+void route_dpdk_logs();
+// RTE_LOG_ERR and more severe -> error, WARNING -> warn, NOTICE -> info, INFO and DEBUG -> debug.
+LogLevel log_level_of_dpdk(uint32_t rte_level);
+// The EAL --log-level for meshgate's level: the DPDK level that maps to it; for debug, "info"
+// (DPDK's debug level is per-driver tracing: ask for it with EAL arguments after `--`).
+const char* dpdk_log_threshold(LogLevel level);
 
 }  // namespace meshgate::ctl

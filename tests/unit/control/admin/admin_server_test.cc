@@ -2,12 +2,13 @@
 // stand-in control loop: /ready from flags (503 before the snapshot is live, without a mesh
 // sync, while draining), queries answered on the loop's thread, 503 while the loop does not
 // serve, POST /drain, POST /reload (also without a body), /flows?limit validation, one gateway
-// per address. Also the /healthz
-// bookkeeping with made-up clocks.
+// per address, GET and POST /logging (also without a body). Also the /healthz bookkeeping with
+// made-up clocks.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -17,12 +18,15 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <thread>
 #include <vector>
 
 #include "control/admin/bridge.h"
 #include "control/admin/health.h"
 #include "control/admin/server.h"
+#include "control/common/log.h"
 
 namespace meshgate::ctl {
 namespace {
@@ -187,6 +191,89 @@ TEST_F(AdminServerTest, PostReloadIsAQueryAnsweredByTheLoopWithOrWithoutABody) {
   EXPECT_EQ(status("/reload"), 405);
   EXPECT_EQ(bodiless_post(server_->port(), "/drain").rfind("HTTP/1.1 200 OK\r\n", 0), 0u);
   EXPECT_TRUE(bridge_.take_drain_request());
+}
+
+// stderr sent to a file while alive, read back as it grows: the admin server logs a request
+// after its answer has gone out, so a test waits for the line.
+class StderrFile {
+ public:
+  StderrFile() : path_(testing::TempDir() + "admin_stderr_" + std::to_string(::getpid())) {
+    std::fflush(stderr);
+    saved_ = ::dup(STDERR_FILENO);
+    const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(fd, STDERR_FILENO);
+    ::close(fd);
+  }
+  ~StderrFile() {
+    ::dup2(saved_, STDERR_FILENO);
+    ::close(saved_);
+    ::unlink(path_.c_str());
+  }
+  std::string text() const {
+    std::ifstream f(path_);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  }
+  bool wait_for(const std::string& needle) const {
+    for (int i = 0; i < 500; ++i) {
+      if (text().find(needle) != std::string::npos) return true;
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  }
+
+ private:
+  std::string path_;
+  int saved_ = -1;
+};
+
+TEST_F(AdminServerTest, LoggingShowsAndSetsTheLogLevel) {
+  set_log_level(LogLevel::kInfo);
+  StderrFile err;
+  EXPECT_NE(body("/").find("/logging"), std::string::npos);
+  auto r = cli_->Get("/logging");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->get_header_value("Content-Type"), "application/json");
+  EXPECT_EQ(r->body, R"({"level":"info","format":"text"})");
+
+  r = cli_->Post("/logging?level=debug");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, R"({"level":"debug","previous":"info"})");
+  EXPECT_EQ(log_level(), LogLevel::kDebug);
+  EXPECT_TRUE(err.wait_for(" level=info event=log_level_changed log_level=debug previous=info\n"))
+      << err.text();
+  EXPECT_EQ(body("/logging"), R"({"level":"debug","format":"text"})");
+  // At debug every request is logged.
+  EXPECT_TRUE(err.wait_for(" level=debug event=admin_request method=GET path=\"/logging\" "
+                           "status=200\n"))
+      << err.text();
+
+  // The way `curl -X POST` sends it: no Content-Length.
+  const std::string raw = bodiless_post(server_->port(), "/logging?level=warn");
+  EXPECT_EQ(raw.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << raw;
+  EXPECT_NE(raw.find("\r\n\r\n{\"level\":\"warn\",\"previous\":\"debug\"}"), std::string::npos)
+      << raw;
+  EXPECT_EQ(log_level(), LogLevel::kWarn);
+  EXPECT_TRUE(err.wait_for("event=log_level_changed log_level=warn previous=debug\n")) << err.text();
+  EXPECT_EQ(status("/ready"), 503);
+
+  for (const char* bad : {"/logging", "/logging?level=verbose", "/logging?level=", "/logging?lvl=info"}) {
+    r = cli_->Post(bad);
+    ASSERT_TRUE(r) << bad;
+    EXPECT_EQ(r->status, 400) << bad;
+    EXPECT_EQ(r->body, "level: expected error, warn, info or debug\n") << bad;
+    EXPECT_EQ(bodiless_post(server_->port(), bad).rfind("HTTP/1.1 400 Bad Request\r\n", 0), 0u)
+        << bad;
+  }
+  EXPECT_EQ(log_level(), LogLevel::kWarn) << "a bad request changes nothing";
+  r = cli_->Post("/logging?level=info");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, R"({"level":"info","previous":"warn"})");
+  EXPECT_TRUE(err.wait_for("event=log_level_changed log_level=info previous=warn\n")) << err.text();
+  const std::string out = err.text();
+  EXPECT_EQ(out.find("path=\"/ready\""), std::string::npos) << "admin_request is debug only";
+  set_log_level(LogLevel::kInfo);
 }
 
 TEST_F(AdminServerTest, UnknownPathsAre404AndTheIndexListsEndpoints) {
