@@ -174,7 +174,7 @@ std::string Admin::metrics_text() {
         const dp::BackendCounters c = backend_totals(views_, be.stat_id);
         const StatRegistry::Name& n = registry_.names()[be.stat_id];
         in.backends.push_back({be.stat_id ? s.name : n.service, n.backend, c.packets, c.bytes,
-                               c.flows});
+                               c.flows, c.reply_bytes});
       }
     }
   }

@@ -144,10 +144,16 @@ void write_core_metrics(const MetricsInput& in, PromWriter& w) {
            "stages; the output is the same).");
   w.sample(t.fast_path_packets);
 
-  w.family("meshgate_backend_packets_total", C, "Client packets forwarded to a backend.");
+  w.family("meshgate_backend_packets_total", C,
+           "Packets of a backend's flows forwarded (both directions; the proxy counts none).");
   for (const auto& b : in.backends) w.sample({{"service", b.service}, {"backend", b.backend}}, b.packets);
   w.family("meshgate_backend_bytes_total", C, "Client bytes forwarded to a backend.");
   for (const auto& b : in.backends) w.sample({{"service", b.service}, {"backend", b.backend}}, b.bytes);
+  w.family("meshgate_backend_reply_bytes_total", C,
+           "Bytes from a backend forwarded to its clients (replies).");
+  for (const auto& b : in.backends) {
+    w.sample({{"service", b.service}, {"backend", b.backend}}, b.reply_bytes);
+  }
   w.family("meshgate_backend_flows_total", C, "Flows created towards a backend.");
   for (const auto& b : in.backends) w.sample({{"service", b.service}, {"backend", b.backend}}, b.flows);
 

@@ -68,6 +68,7 @@ struct BackendSample {
   uint64_t packets = 0;
   uint64_t bytes = 0;
   uint64_t flows = 0;
+  uint64_t reply_bytes = 0;
 };
 
 struct MetricsInput {
@@ -89,7 +90,7 @@ struct MetricsInput {
 //   meshgate_flows_expired_total  meshgate_stateless_packets_total
 //   meshgate_fast_path_packets_total
 //   meshgate_backend_packets_total{service,backend}  meshgate_backend_bytes_total{...}
-//   meshgate_backend_flows_total{service,backend}
+//   meshgate_backend_reply_bytes_total{...}  meshgate_backend_flows_total{service,backend}
 //   meshgate_snapshot_version  meshgate_ready  meshgate_draining
 //   meshgate_worker_loops_total{worker}  meshgate_worker_busy_loops_total{worker}
 //   meshgate_worker_busy_cycles_total{worker}  meshgate_worker_snapshot_version{worker}

@@ -148,6 +148,7 @@ MappingResult map_mesh(const MeshModel& model, const MappingOptions& opt,
         spec.mode = opt.mode;
         spec.source = "mesh";
         spec.hostname = svc.hostname;
+        spec.istio = IstioServiceLabels{svc.hostname, svc.ns, svc.name};
         const auto k = std::tuple{vip, sp.service_port, L4Proto::kTcp};
         if (!used.insert(k).second) {
           ++st.duplicate_vips;
@@ -176,6 +177,9 @@ MappingResult map_mesh(const MeshModel& model, const MappingOptions& opt,
           e.identity = c.w->identity();
           e.uid = c.w->uid;
           e.policy_keys = c.w->authorization_policies;
+          e.istio = IstioWorkloadLabels{c.w->workload_name, c.w->canonical_name,
+                                        c.w->canonical_revision, c.w->ns, e.identity,
+                                        c.w->cluster_id};
           eps.emplace_back(std::move(e), c.rank);
         }
         // FAILOVER keeps only the best-ranked endpoints.

@@ -6,11 +6,13 @@
 
 #include "control/admin/prometheus.h"
 #include "control/common/build_info.h"
+#include "control/runtime/istio_metrics.h"
 #include "control/stats/stats.h"
 #include "dataplane/hbone/counters.h"
 #include "dataplane/hbone/gateway.h"
 #include "dataplane/names/deny.h"
 #include "dataplane/proxy/proxy.h"
+#include "dataplane/stack/stack_host.h"
 #include "dataplane/tcp/tcp_types.h"
 
 namespace meshgate::ctl {
@@ -191,6 +193,17 @@ void add_hbone_metrics(Admin& admin, const std::vector<const dp::Worker*>& views
                 "Bytes held in HBONE buffers (queued toward clients, received and not yet sent "
                 "upstream).",
                 ht.sum.buffer_bytes);
+  });
+}
+
+void add_istio_metrics(Admin& admin, const std::vector<const dp::Worker*>& views,
+                       const IstioLabelRegistry& labels) {
+  admin.add_metrics_source([&views, l = &labels](PromWriter& w) {
+    std::vector<const dp::IstioTable*> tables;
+    for (const dp::Worker* v : views) {
+      if (v != nullptr && v->stack() != nullptr) tables.push_back(&v->stack()->istio());
+    }
+    write_istio_metrics(w, tables, *l);
   });
 }
 

@@ -13,6 +13,7 @@
 #include "control/health/health_check.h"
 #include "control/host/host_interface.h"
 #include "control/mesh/xds_provider.h"
+#include "control/snapshot/istio_labels.h"
 #include "control/snapshot/publisher.h"
 #include "dataplane/lb/affinity.h"
 #include "dataplane/worker/worker.h"
@@ -36,6 +37,10 @@ void add_listener_metrics(Admin& admin, const std::vector<const dp::Worker*>& vi
 // meshgate_hbone_* (dataplane/hbone/hbone_counters.def: the engine; gateway_counters.def: the
 // terminator on the workers). `views` must outlive the Admin.
 void add_hbone_metrics(Admin& admin, const std::vector<const dp::Worker*>& views);
+// Istio's istio_tcp_* families and meshgate_istio_label_overflow_total
+// (control/runtime/istio_metrics.h) from the workers' stacks. Both must outlive the Admin.
+void add_istio_metrics(Admin& admin, const std::vector<const dp::Worker*>& views,
+                       const IstioLabelRegistry& labels);
 // meshgate_host_packets_total{port,direction} and meshgate_host_drops_total{port,reason}: the
 // ports' kernel twins. `host` must outlive the Admin.
 void add_host_metrics(Admin& admin, const HostInterfaces& host);

@@ -771,6 +771,7 @@ void GatewayRun::register_metrics() {
   if (proxy_) add_proxy_metrics(*admin_, views_);
   if (proxy_) add_listener_metrics(*admin_, views_, publisher_);
   if (hbone_) add_hbone_metrics(*admin_, views_);
+  if (proxy_ || hbone_) add_istio_metrics(*admin_, views_, reg_->istio);
   add_affinity_metrics(*admin_, *affinity_);
   add_build_info_metric(*admin_);
   if (host_ && !host_->empty()) add_host_metrics(*admin_, *host_);

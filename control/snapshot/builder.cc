@@ -314,6 +314,7 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
       b.stat_id = e.stat_ids[bi];
       snap->backends.push_back(b);
       snap->backend_selectors.push_back(eps[bi].policy_keys.empty() ? 0 : selector_list(eps[bi].policy_keys));
+      snap->backend_istio.push_back(reg.istio.workload_id(eps[bi].istio));
       backend_keys.push_back(dp::BackendKey{b.address, b.port_be, s.proto});
       backend_user.push_back(si);
     }
@@ -370,6 +371,16 @@ Result<dp::Snapshot*> build_snapshot(const Config& cfg, const std::vector<Servic
         snap->services.push_back(std::move(np));
       }
     }
+  }
+  // Istio's destination_service*: a mesh service's hostname, namespace and name; a static
+  // service's name as hostname and name. A node_port entry is its service.
+  snap->service_istio.resize(snap->services.size());
+  for (uint32_t i = 0; i < snap->services.size(); ++i) {
+    const uint32_t owner = snap->services[i].node_port_of ? snap->services[i].node_port_of - 1 : i;
+    if (owner >= services.size()) continue;
+    const ServiceSpec& sc = services[owner];
+    snap->service_istio[i] = reg.istio.service_id(
+        sc.istio.hostname.empty() ? IstioServiceLabels{sc.name, "", sc.name} : sc.istio);
   }
   for (uint32_t i = 0; i < snap->services.size(); ++i) {
     if (!snap->services[i].hostname.empty()) {

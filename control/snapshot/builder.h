@@ -85,6 +85,7 @@ struct Registries {
   StatRegistry stats;
   AddrRegistry addrs;
   IdentityRegistry identities;
+  IstioLabelRegistry istio;  // Istio metric label sets (Snapshot::backend_istio, service_istio)
   BuildCache cache;
   NameCache names;  // listeners, deny sets, Hyperscan scratches
   // Maglev fills of changed services are split over pool.threads() threads (the control thread

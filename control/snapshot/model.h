@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "control/config/config.h"
+#include "control/snapshot/istio_labels.h"
 #include "dataplane/common/net_types.h"
 
 namespace meshgate::dp {
@@ -27,6 +28,7 @@ struct EndpointSpec {
   std::string uid;       // the workload uid that contributed this endpoint ("" for static)
   // The workload's own (workload-selector) authorization policies, "namespace/name" keys.
   std::vector<std::string> policy_keys;
+  IstioWorkloadLabels istio;  // its Istio metric labels (empty for static backends)
 };
 
 // One VIP:port:protocol. A mesh service with several VIPs or ports becomes several specs.
@@ -49,6 +51,8 @@ struct ServiceSpec {
   uint16_t node_port = 0;               // also at every port address of the VIP's family; 0 = not
   std::string source;  // "config", "mesh"
   std::string hostname;  // mesh services: the FQDN (HBONE authorities name it); "" for static
+  // Its Istio metric labels; empty for static services (the builder then uses the name).
+  IstioServiceLabels istio;
 };
 
 // The static [[service]] tables of a config, in order.

@@ -19,6 +19,7 @@ dp::BackendCounters backend_sum(const std::vector<const dp::Worker*>& workers, u
     s.packets += dp::counter_read(c.packets);
     s.bytes += dp::counter_read(c.bytes);
     s.flows += dp::counter_read(c.flows);
+    s.reply_bytes += dp::counter_read(c.reply_bytes);
   }
   return s;
 }
@@ -313,7 +314,8 @@ nlohmann::json stats_json(const std::vector<const dp::Worker*>& workers,
         const dp::SnapBackend& be = snap->backends[s.first_backend + b];
         const dp::BackendCounters c = backend_sum(workers, be.stat_id);
         backends[registry.names()[be.stat_id].backend] = {
-            {"packets", c.packets}, {"bytes", c.bytes}, {"flows", c.flows}, {"weight", be.weight}};
+            {"packets", c.packets}, {"bytes", c.bytes}, {"reply_bytes", c.reply_bytes},
+            {"flows", c.flows}, {"weight", be.weight}};
         packets += c.packets;
         flows += c.flows;
       }

@@ -39,6 +39,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "dataplane/common/istio_metrics.h"
 #include "dataplane/common/net_types.h"
 #include "dataplane/hbone/connection.h"
 #include "dataplane/hbone/counters.h"
@@ -204,6 +205,15 @@ class Gateway final : private ServerHooks {
   void maybe_finish(Up* u);
   void drop_up(Up* u, bool reset_tcp);
   void pump_bridge(Up* from, Up* to);
+  // Istio metrics: opens the row of a tunnel (reporter `r`, TLS peer or own principal
+  // `principal`) from `client` to backend `backend` (index into the snapshot's backends; -1:
+  // the workload at `dst`) of service `svc` (null: the first service with that backend at
+  // dst:dst_port).
+  uint32_t istio_open(IstioReporter r, const IpAddr& client, std::string_view principal,
+                      int32_t backend, const IpAddr& dst, uint16_t dst_port,
+                      const SnapService* svc);
+  // `n` bytes of `u` moved toward the client (`to_client`) or toward the server.
+  void istio_bytes(const Up* u, bool to_client, uint64_t n);
   // `u` ends abnormally: its partner stream is reset (or answered 503, or forgotten if it had
   // no stream yet).
   void abandon_partner(Up* u);

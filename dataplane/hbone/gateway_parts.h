@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "dataplane/hbone/gateway.h"
+#include "dataplane/stack/stack_host.h"
 
 namespace meshgate::dp::hbone {
 
@@ -73,11 +74,13 @@ struct Gateway::Up {
   rte_mbuf* head = nullptr;
   uint32_t head_off = 0;
   RouteCounters* route = nullptr;  // a listener route's byte counters (origination), or null
+  uint32_t istio_row = kNoIstioRow;  // its Istio metrics row once opened (closed with the Up)
   Up() = default;
   Up(const Up&) = delete;
   Up& operator=(const Up&) = delete;
   ~Up() {
     if (head != nullptr) rte_pktmbuf_free(head);
+    if (istio_row != kNoIstioRow) gw->host_.istio().close(istio_row);
   }
 };
 

@@ -41,6 +41,10 @@ void Gateway::originate(TcpConnId client, const SnapService& svc, const SnapBack
   u->tcp = client;
   u->head = head;
   u->route = route;
+  u->istio_row = istio_open(IstioReporter::kSource, ci.tuple.remote,
+                            snap_->tls_contexts[worker_]->own_id(),
+                            int32_t(&be - snap_->backends.data()), be.address,
+                            ntohs(be.port_be), &svc);
   BaggageFields b;
   b.service_name = svc.hostname.empty() ? svc.name : svc.hostname;
   u->req.baggage = baggage_header(b);
@@ -172,6 +176,12 @@ void Gateway::connect_hbone(Conn* c, int32_t stream, const Resolution& dst, uint
   Up* b = new_origin(id, be.address, dst.ip, dst.port, c->peer, c->peer_port, "");
   b->bridge = a;
   a->bridge = b;
+  // Each half reports: the terminated CONNECT as the destination, the hop on as the source.
+  a->istio_row = istio_open(IstioReporter::kDestination, c->peer, c->engine->peer_id(),
+                            int32_t(bi), dst.ip, dst.port, nullptr);
+  b->istio_row = istio_open(IstioReporter::kSource, c->peer,
+                            snap_->tls_contexts[worker_]->own_id(), int32_t(bi), dst.ip,
+                            dst.port, nullptr);
   checkout(b);
 }
 

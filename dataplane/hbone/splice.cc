@@ -3,10 +3,15 @@
 // an origination) or, for a double hop, to another stream (pump_bridge). A side reads only what
 // the other side can take now, so a slow side closes the other's window (HTTP/2 or TCP);
 // END_STREAM <-> FIN and RST_STREAM <-> RST carry the ends.
+#include <arpa/inet.h>
+
 #include <algorithm>
 
 #include "dataplane/hbone/gateway.h"
 #include "dataplane/hbone/gateway_parts.h"
+#include "dataplane/packet/wire.h"
+#include "dataplane/snapshot/snapshot.h"
+#include "dataplane/stack/stack_host.h"
 #include "dataplane/tcp/tcp_stack.h"
 
 namespace meshgate::dp::hbone {
@@ -117,6 +122,7 @@ void Gateway::pump_up(Up* u) {
   }
   count(GwCounter::k_bytes_from_upstream, moved);
   if (u->route != nullptr) counter_add(u->route->bytes_to_backend, moved);
+  istio_bytes(u, !u->origin, moved);
   tcp::TcpConnInfo ci;
   if (u->fin_in && u->head == nullptr && (!stack_.info(u->tcp, &ci) || ci.recv_queued == 0)) {
     e.stream_shutdown(u->stream);  // FIN → END_STREAM after the bytes before it
@@ -146,6 +152,7 @@ void Gateway::pump_down(Up* u) {
       count(GwCounter::k_upstream_resets);
       count(GwCounter::k_bytes_to_upstream, moved);
       if (u->route != nullptr) counter_add(u->route->bytes_to_client, moved);
+      istio_bytes(u, u->origin, moved);
       const int32_t stream = u->stream;
       Conn* c = u->conn;
       drop_up(u, true);
@@ -155,6 +162,7 @@ void Gateway::pump_down(Up* u) {
   }
   count(GwCounter::k_bytes_to_upstream, moved);
   if (u->route != nullptr) counter_add(u->route->bytes_to_client, moved);
+  istio_bytes(u, u->origin, moved);
   if (u->remote_end && !u->shut && e.stream_readable(u->stream) == 0) {
     stack_.shutdown_write(u->tcp);  // END_STREAM → FIN; the other direction keeps flowing
     u->shut = true;
@@ -214,6 +222,10 @@ void Gateway::pump_bridge(Up* from, Up* to) {
     moved += n;
   }
   count(from->origin ? GwCounter::k_bytes_from_upstream : GwCounter::k_bytes_to_upstream, moved);
+  // Both halves of a double hop see the same bytes: toward the client when they come from the
+  // origination's stream.
+  istio_bytes(from, from->origin, moved);
+  istio_bytes(to, from->origin, moved);
   if (from->remote_end && !to->stream_end && fe.stream_readable(from->stream) == 0) {
     te.stream_shutdown(to->stream);  // END_STREAM on after the bytes before it
     to->stream_end = true;
@@ -221,6 +233,39 @@ void Gateway::pump_bridge(Up* from, Up* to) {
   mark(from->conn);  // window updates
   mark(to->conn);
   maybe_finish(from);
+}
+
+// ---- Istio metrics (dataplane/common/istio_metrics.h) -----------------------------------------
+
+uint32_t Gateway::istio_open(IstioReporter r, const IpAddr& client, std::string_view principal,
+                             int32_t backend, const IpAddr& dst, uint16_t dst_port,
+                             const SnapService* svc) {
+  IstioTable& t = host_.istio();
+  IstioKey k;
+  k.reporter = r;
+  k.policy = IstioPolicy::kMutualTls;
+  k.source_principal = t.principal(principal);
+  k.source_workload = snap_->istio_workload_at(client);
+  if (backend >= 0 && uint32_t(backend) < snap_->backends.size()) {
+    k.destination_workload = snap_->istio_backend(snap_->backends[uint32_t(backend)]);
+  } else {
+    k.destination_workload = snap_->istio_workload_at(dst);
+  }
+  if (svc == nullptr) {
+    uint32_t n = 0;
+    const uint32_t* svcs = snap_->services_of_backend(dst, htons(dst_port), kProtoTcp, &n);
+    if (n != 0) svc = &snap_->services[svcs[0]];
+  }
+  if (svc != nullptr) k.service = snap_->istio_service(*svc);
+  return t.open(k);
+}
+
+void Gateway::istio_bytes(const Up* u, bool to_client, uint64_t n) {
+  if (to_client) {
+    host_.istio().sent(u->istio_row, n);
+  } else {
+    host_.istio().received(u->istio_row, n);
+  }
 }
 
 void Gateway::abandon_partner(Up* u) {

@@ -202,6 +202,8 @@ void Gateway::connect(int32_t stream, const Resolution& dst) {
   }
   c->ups.push_back(u);
   ++n_tunnels_;
+  u->istio_row = istio_open(IstioReporter::kDestination, c->peer, c->engine->peer_id(),
+                            dst.cookie != 0 ? int32_t(bi) : -1, dst.ip, dst.port, nullptr);
 }
 
 }  // namespace meshgate::dp::hbone

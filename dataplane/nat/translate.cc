@@ -43,7 +43,7 @@ bool reverse_stateless(WorkerCtx& c, Burst& b, rte_mbuf* mb, uint16_t i) {
     }
     counter_add(c.counters.stateless_packets, 1);
     nat_rewrite<false>(rte_pktmbuf_mtod(mb, uint8_t*), &m, s.vip, s.port_be);
-    to_route(c, b, mb, i, WorkerCtx::stat_slot(be));
+    to_route<true>(c, b, mb, i, WorkerCtx::stat_slot(be));
     return true;
   }
   return false;

@@ -11,12 +11,14 @@
 
 namespace meshgate::dp {
 
-// A translated packet of a backend's flow (either direction): counted for the backend, then
-// routed with its TTL decremented.
+// A translated packet of a backend's flow (either direction, `kReply`: backend to client):
+// counted for the backend, then routed with its TTL decremented.
+template <bool kReply = false>
 MG_ALWAYS_INLINE void to_route(WorkerCtx& c, Burst& b, const rte_mbuf* m, uint16_t i,
                                       uint32_t stat_id) {
-  counter_add(c.backend_counters[stat_id].packets, 1);
-  counter_add(c.backend_counters[stat_id].bytes, m->pkt_len);
+  BackendCounters& bc = c.backend_counters[stat_id];
+  counter_add(bc.packets, 1);
+  counter_add(kReply ? bc.reply_bytes : bc.bytes, m->pkt_len);
   b.egress[i].decrement_ttl = true;
   b.next[i] = kNextRoute;
 }
@@ -84,7 +86,7 @@ inline void reverse(WorkerCtx& c, Burst& b, rte_mbuf* mb, uint16_t i, Flow* f) {
   uint8_t* data = rte_pktmbuf_mtod(mb, uint8_t*);
   nat_rewrite<false>(data, &m, c.flows.vip(*f), f->vip_port);
   if (f->mode == Mode::kFullnat) nat_rewrite<true>(data, &m, f->client(), f->client_port);
-  to_route(c, b, mb, i, f->stat_id);
+  to_route<true>(c, b, mb, i, f->stat_id);
 }
 
 }  // namespace meshgate::dp

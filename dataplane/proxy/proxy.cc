@@ -149,6 +149,7 @@ Proxy::Session* Proxy::alloc_session() {
   s->parses = 0;
   s->held = s->need = 0;
   s->listener_stat = s->route_stat = 0;
+  s->istio_row = kNoIstioRow;
   s->used = true;
   ++sessions_active_;
   return s;
@@ -156,6 +157,8 @@ Proxy::Session* Proxy::alloc_session() {
 
 void Proxy::free_session(Session* s) {
   idle_wheel_.cancel(&s->idle);
+  host_.istio().close(s->istio_row);
+  s->istio_row = kNoIstioRow;
   s->deny.close();
   for (rte_mbuf*& m : s->pending) {
     if (m != nullptr) rte_pktmbuf_free(m);
@@ -248,6 +251,13 @@ bool Proxy::connect_backend(Session* s, const TcpTuple& t, const SnapService& sv
   }
   s->conn[kBackend] = b;
   count(kPxBackendConnects);
+  // Plain TCP on both sides: the gateway reports as the source side, the client's workload
+  // known only when its address is a mesh workload's (docs/MESH.md, "Istio metrics").
+  IstioKey k;
+  k.source_workload = snap_->istio_workload_at(t.remote);
+  k.destination_workload = snap_->istio_backend(be);
+  k.service = snap_->istio_service(svc);
+  s->istio_row = host_.istio().open(k);
   if (d_.backend_counters != nullptr) counter_add(d_.backend_counters[s->stat_id].flows, 1);
   if (svc.proxy_protocol == 2) {
     // Queued before any client byte; sent once the handshake completes.
@@ -399,8 +409,13 @@ void Proxy::pump(Session* s, int from) {
       count(kPxBytesToBackend, moved);
       if (d_.backend_counters != nullptr) counter_add(d_.backend_counters[s->stat_id].bytes, moved);
       if (rc != nullptr) counter_add(rc->bytes_to_backend, moved);
+      host_.istio().received(s->istio_row, moved);
     } else {
       count(kPxBytesToClient, moved);
+      if (d_.backend_counters != nullptr) {
+        counter_add(d_.backend_counters[s->stat_id].reply_bytes, moved);
+      }
+      host_.istio().sent(s->istio_row, moved);
       if (rc != nullptr) counter_add(rc->bytes_to_client, moved);
     }
   }

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "dataplane/common/compiler.h"
+#include "dataplane/common/istio_metrics.h"
 #include "dataplane/common/counter_table.h"
 #include "dataplane/common/limits.h"
 #include "dataplane/common/net_types.h"
@@ -181,6 +182,7 @@ class Proxy {
     bool connected[2] = {false, false};
     bool used = false;
     uint32_t stat_id = 0;
+    uint32_t istio_row = kNoIstioRow;  // its Istio metrics row (StackHost::istio) once connecting
     // A listener's connection whose name is not read yet: the bytes read so far wait in
     // pending[0] (`held` bytes); the extractor needs `need` before another try helps.
     bool peeking = false;

@@ -383,6 +383,11 @@ struct Snapshot {
   // none): the pod addresses an HBONE authority may name, with any port.
   FlatIndex<IpAddr> workload_ip_index;     // -> index into workload_backends
   std::vector<uint32_t> workload_backends; // -> index into backends of the first such entry
+  // Istio metric label sets (control/snapshot/istio_labels.h; ids stable for the process,
+  // 0: unknown): per backend its workload's (same index as `backends`), per service its own
+  // (same index as `services`).
+  std::vector<uint32_t> backend_istio;
+  std::vector<uint32_t> service_istio;
   // Mesh service FQDN -> indices into services (one per VIP and port).
   std::unordered_map<std::string, std::vector<uint32_t>> services_by_host;
   // The wildcard hostnames among those keys ("*.example.com", ServiceEntry style), for names no
@@ -430,6 +435,20 @@ struct Snapshot {
     if (bi >= 0 && backends[uint32_t(bi)].identity != 0) return bi;
     const int32_t wi = workload_ip_index.find(a);
     return wi < 0 ? -1 : int32_t(workload_backends[uint32_t(wi)]);
+  }
+  // The Istio workload label set of backend `b` (an element of `backends`), of the mesh
+  // workload at address `a` (any port), and of service `s` (an element of `services`).
+  uint32_t istio_backend(const SnapBackend& b) const {
+    const size_t i = size_t(&b - backends.data());
+    return i < backend_istio.size() ? backend_istio[i] : 0;
+  }
+  uint32_t istio_workload_at(const IpAddr& a) const {
+    const int32_t bi = find_workload(a, 0, 0);
+    return bi < 0 ? 0 : istio_backend(backends[uint32_t(bi)]);
+  }
+  uint32_t istio_service(const SnapService& s) const {
+    const size_t i = size_t(&s - services.data());
+    return i < service_istio.size() ? service_istio[i] : 0;
   }
   bool is_backend(const IpAddr& a, uint16_t port_be, uint8_t proto) const {
     return backend_index.find(BackendKey{a, port_be, proto}) >= 0;

@@ -25,6 +25,7 @@
 #include <memory>
 #include <vector>
 
+#include "dataplane/common/istio_metrics.h"
 #include "dataplane/common/net_types.h"
 #include "dataplane/tcp/tcp_stack.h"
 #include "dataplane/tcp/timer_wheel.h"
@@ -105,6 +106,9 @@ class StackHost {
 
   tcp::TcpStack& stack() { return *stack_; }
   const tcp::TcpStack& stack() const { return *stack_; }
+  // Istio's TCP metrics of the applications on this stack (the proxy and the HBONE gateway).
+  IstioTable& istio() { return istio_; }
+  const IstioTable& istio() const { return istio_; }
   uint64_t now_ns() const { return now_ns_; }
 
  private:
@@ -133,6 +137,7 @@ class StackHost {
   std::unique_ptr<Frame[]> out_;  // ring of kStackOutQueue frames
   uint32_t out_head_ = 0, out_tail_ = 0;
   uint64_t out_dropped_ = 0;
+  IstioTable istio_;
 };
 
 }  // namespace meshgate::dp

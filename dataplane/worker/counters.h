@@ -65,9 +65,10 @@ struct RouteCounters {
 };
 
 struct BackendCounters {
-  uint64_t packets = 0;
-  uint64_t bytes = 0;
-  uint64_t flows = 0;   // flows created (counter)
+  uint64_t packets = 0;      // packets of the backend's flows, both directions
+  uint64_t bytes = 0;        // client -> backend
+  uint64_t flows = 0;        // flows created (counter)
+  uint64_t reply_bytes = 0;  // backend -> client
 };
 
 // Backend counter slots per worker; stat ids beyond it share slot 0 ("other").

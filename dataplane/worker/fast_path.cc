@@ -491,7 +491,7 @@ void Worker::fast_send(rte_mbuf** pkts, uint16_t n, uint32_t now_ms, uint32_t re
       tx_len = len + overhead;
     }
     counter_add(bc.packets, 1);
-    counter_add(bc.bytes, len);
+    counter_add(dir == FlowDir::kReply ? bc.reply_bytes : bc.bytes, len);
     std::memcpy(d, ce.macs, 12);
     c_.tx(ce.port, m, tx_len);
   }

@@ -74,6 +74,9 @@ ports = [{ service_port = 80, target_port = 8080 }]
 uid = "default/web-1"
 name = "web-1"
 namespace = "default"
+workload_name = "web"
+canonical_name = "web"
+canonical_revision = "v1"
 addresses = ["198.51.100.12"]
 tunnel = "hbone"
 service_account = "default"
@@ -253,6 +256,35 @@ curl -s "http://$MG_ADMIN/metrics" | grep -E '^meshgate_hbone_' | grep -v ' 0$' 
 up=$(metric meshgate_hbone_bytes_to_upstream_total)
 (( up >= 100 * 262144 + BIG + 8 * 10000 + 3000000 )) || fail "bytes_to_upstream $up"
 [[ $(metric meshgate_hbone_tunnels) == 0 ]] || fail "tunnels left open: $(metric meshgate_hbone_tunnels)"
+
+note "Istio metrics: terminated tunnels report as the destination, originations as the source"
+istio() {  # istio SERIES [LABEL=VALUE...]: summed istio_tcp_SERIES_total samples with those labels
+  local s=$1; shift
+  $PY "$(dirname "$0")/istio_metric.py" "http://$MG_ADMIN/metrics" "istio_tcp_${s}_total" \
+    connection_security_policy=mutual_tls request_protocol=tcp response_flags=- "$@"
+}
+# demo.client's tunnels to echo-1:7000 (its mesh entry names no workload_name): 100 streams, the
+# big one, 4 by VIP, 4 by name, revoke.
+term=(reporter=destination source_principal=spiffe://cluster.local/ns/demo/sa/client
+  source_workload=unknown destination_workload=unknown destination_workload_namespace=demo
+  destination_principal=spiffe://cluster.local/ns/demo/sa/echo
+  destination_service=echo.demo.svc.cluster.local destination_service_namespace=demo
+  destination_service_name=echo)
+opened=$(istio connections_opened "${term[@]}")
+[[ $opened == 110 ]] || fail "istio opened for demo.client -> echo-1: $opened, want 110"
+[[ $(istio connections_closed "${term[@]}") == "$opened" ]] || fail "istio closed != opened"
+rx=$(istio received_bytes "${term[@]}") tx=$(istio sent_bytes "${term[@]}")
+(( rx >= 100 * 262144 + BIG + 8 * 10000 )) || fail "istio received bytes $rx"
+(( tx >= 100 * 262144 + BIG + 8 * 10000 )) || fail "istio sent bytes $tx (the echo)"
+# The curl originations to web (20 + 20 + the download + 5 through the listener): the gateway's
+# own identity is the source principal over mTLS.
+orig=(reporter=source source_principal=spiffe://cluster.local/ns/demo/sa/server
+  source_workload=unknown destination_workload=web destination_canonical_service=web
+  destination_version=v1 destination_principal=spiffe://cluster.local/ns/default/sa/default
+  destination_service=web.default.svc.cluster.local destination_service_name=web)
+[[ $(istio connections_opened "${orig[@]}") == 46 ]] ||
+  fail "istio opened for originations to web: $(istio connections_opened "${orig[@]}"), want 46"
+(( $(istio sent_bytes "${orig[@]}") >= BIG )) || fail "istio sent bytes to the curl clients < the download"
 
 note "drain: GOAWAY, the open stream still finishes, then the gateway exits"
 out=$(client other.client drain --authority 198.51.100.11:7000 --pid "$GW_PID") || fail "drain: $out"

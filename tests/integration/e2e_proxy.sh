@@ -157,6 +157,31 @@ C timeout 120 $PY "$PEERS" upload 203.0.113.21 9000 "$TMP/www/big.bin" || fail "
 t1=$(date +%s.%N)
 echo "upload: $(python3 -c "print(f'{$BIG_MB * 8 / ($t1 - $t0):.0f} Mbit/s')")"
 
+note "Istio metrics and backend bytes both ways for the download and the upload"
+# istio SERIES [LABEL=VALUE...]: the summed samples of istio_tcp_SERIES_total with those labels.
+istio() {
+  local s=$1; shift
+  $PY "$(dirname "$0")/istio_metric.py" "http://$MG_ADMIN/metrics" "istio_tcp_${s}_total" \
+    reporter=source connection_security_policy=unknown source_principal=unknown \
+    request_protocol=tcp response_flags=- "$@"
+}
+big=$((BIG_MB << 20))
+sink=(destination_service=sink destination_service_name=sink destination_workload=unknown)
+for _ in $(seq 50); do [[ $(istio connections_closed "${sink[@]}") == 1 ]] && break; sleep 0.1; done
+[[ $(istio connections_closed "${sink[@]}") == 1 ]] || fail "istio closed for sink != 1"
+[[ $(istio connections_opened "${sink[@]}") == 1 ]] || fail "istio opened for sink != 1"
+[[ $(istio received_bytes "${sink[@]}") == "$big" ]] || fail "istio received bytes for sink: $(istio received_bytes "${sink[@]}") != $big"
+(( $(istio sent_bytes "${sink[@]}") > 0 )) || fail "istio sent bytes for sink (the sha256 back) are 0"
+(( $(istio sent_bytes destination_service=web) >= big )) || fail "istio sent bytes for web < the download"
+[[ $(metric 'meshgate_backend_bytes_total{service="sink",backend="198.51.100.11:9000"}') == "$big" ]] ||
+  fail "meshgate_backend_bytes_total of sink != $big"
+web_reply=0
+for b in 11 12; do
+  v=$(metric "meshgate_backend_reply_bytes_total{service=\"web\",backend=\"198.51.100.$b:8080\"}")
+  web_reply=$((web_reply + v))
+done
+(( web_reply >= big )) || fail "meshgate_backend_reply_bytes_total of web ($web_reply) < the download"
+
 note "half-close: client FIN, the echo still flows back"
 C timeout 20 $PY "$PEERS" halfclose 203.0.113.21 7000 || fail "half-close"
 

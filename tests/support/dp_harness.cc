@@ -288,7 +288,9 @@ DataplaneHarness::~DataplaneHarness() {
 void DataplaneHarness::publish(const std::string& config_toml) {
   auto cfg = ctl::parse_config(config_toml, "test.toml");
   if (!cfg) throw std::runtime_error("test config: " + cfg.error().str());
-  auto snap = ctl::build_snapshot(*cfg, ctl::services_from_config(*cfg), ports_, *reg_, ++version_);
+  std::vector<ctl::ServiceSpec> specs = ctl::services_from_config(*cfg);
+  if (opt_.edit_specs) opt_.edit_specs(specs);
+  auto snap = ctl::build_snapshot(*cfg, specs, ports_, *reg_, ++version_);
   if (!snap) throw std::runtime_error("snapshot: " + snap.error().message);
   // The worker is not running concurrently (tests drive it), so the old snapshot can go now.
   const dp::Snapshot* old = slot_.current.exchange(*snap);
@@ -488,6 +490,7 @@ dp::BackendCounters DataplaneHarness::backend(const std::string& service,
       sum.packets += w->backend_counters()[i].packets;
       sum.bytes += w->backend_counters()[i].bytes;
       sum.flows += w->backend_counters()[i].flows;
+      sum.reply_bytes += w->backend_counters()[i].reply_bytes;
     }
     return sum;
   }

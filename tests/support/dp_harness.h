@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -45,6 +46,9 @@ struct HarnessOptions {
   uint32_t host_ring_size = 0;
   // Entries of the session affinity table the workers share (0: none).
   uint32_t affinity_entries = 4096;
+  // Changes the config's service specs before each build (e.g. mesh identities and Istio
+  // labels on endpoints, which inline TOML cannot give); none: as configured.
+  std::function<void(std::vector<ctl::ServiceSpec>&)> edit_specs;
 };
 
 class DataplaneHarness {
@@ -112,6 +116,7 @@ class DataplaneHarness {
   const MacAddr& port_mac(uint16_t port) const { return ports_[port].mac; }
   const std::vector<dp::PortRuntime>& ports() const { return ports_; }
   const dp::AffinityTable* affinity() const { return affinity_.get(); }
+  const ctl::Registries& registries() const { return *reg_; }
 
  private:
   std::vector<pkt::Bytes> collect();

@@ -1,14 +1,16 @@
 // mode = "proxy" through the real worker (net_ring ports, DataplaneHarness) against a peer TCP
 // stack playing the client (192.0.2.2, routed via the router) and the backends (198.51.100.x,
 // on-link): handshakes, splicing, half-close, resets, idle timeout, PROXY protocol v2, bounded
-// buffering with a slow reader, RSS-aware backend ports with two workers, and which segments
-// the stack's owner calls its own (StackHost::is_local_endpoint).
+// buffering with a slow reader, RSS-aware backend ports with two workers, which segments
+// the stack's owner calls its own (StackHost::is_local_endpoint), and Istio's TCP metrics and
+// the per-backend bytes each way of a proxied connection.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 
 #include <map>
 #include <string>
 
+#include "control/runtime/istio_metrics.h"
 #include "dataplane/proxy/proxy.h"
 #include "dataplane/proxy/proxy_protocol.h"
 #include "dataplane/stack/stack_host.h"
@@ -309,6 +311,108 @@ TEST(Proxy, StackLocalEndpointsAreItsListenersAndTheTuplesOfItsOwnConnections) {
   EXPECT_FALSE(s->is_local_endpoint(kLocal, htons(bt.remote_port), bt.local, htons(9999)));
   EXPECT_FALSE(s->is_local_endpoint(kLocal, htons(uint16_t(bt.remote_port + 1)), bt.local,
                                     htons(bt.local_port)));
+}
+
+// Istio metrics. What a mesh source would give: px's backends are workload httpbin of service
+// httpbin.web, the client's address is workload sleep (an endpoint of another service).
+void add_mesh_labels(std::vector<ctl::ServiceSpec>& specs) {
+  for (ctl::ServiceSpec& s : specs) {
+    if (s.name != "px") continue;
+    s.istio = ctl::IstioServiceLabels{"httpbin.web.svc.cluster.local", "web", "httpbin"};
+    for (ctl::EndpointSpec& e : s.endpoints) {
+      e.identity = "spiffe://cluster.local/ns/web/sa/httpbin";
+      e.istio = ctl::IstioWorkloadLabels{"httpbin-v1", "httpbin", "v1", "web", e.identity,
+                                         "Kubernetes"};
+    }
+  }
+  ctl::ServiceSpec sleep;
+  sleep.name = "sleep";
+  sleep.vip = *IpAddr::parse("203.0.113.30");
+  sleep.port = 9;
+  ctl::EndpointSpec e;
+  e.address = kClient;
+  e.port = 9;
+  e.identity = "spiffe://cluster.local/ns/client/sa/sleep";
+  e.istio = ctl::IstioWorkloadLabels{"sleep", "sleep", "latest", "client", e.identity, "Kubernetes"};
+  sleep.endpoints.push_back(e);
+  specs.push_back(sleep);
+}
+
+const std::string kLabels =
+    "reporter=\"source\",source_workload=\"sleep\",source_canonical_service=\"sleep\","
+    "source_canonical_revision=\"latest\",source_workload_namespace=\"client\","
+    "source_principal=\"unknown\",source_app=\"sleep\",source_version=\"latest\","
+    "source_cluster=\"Kubernetes\",destination_service=\"httpbin.web.svc.cluster.local\","
+    "destination_service_namespace=\"web\",destination_service_name=\"httpbin\","
+    "destination_workload=\"httpbin-v1\",destination_canonical_service=\"httpbin\","
+    "destination_canonical_revision=\"v1\",destination_workload_namespace=\"web\","
+    "destination_principal=\"spiffe://cluster.local/ns/web/sa/httpbin\","
+    "destination_app=\"httpbin\",destination_version=\"v1\",destination_cluster=\"Kubernetes\","
+    "request_protocol=\"tcp\",response_flags=\"-\",connection_security_policy=\"unknown\"";
+
+// The value of `family`'s sample with kLabels in the worker's table, or "" when it has none.
+std::string value(Net& n, const std::string& family) {
+  ctl::PromWriter w;
+  ctl::write_istio_metrics(w, {&n.h.worker().stack()->istio()}, n.h.registries().istio);
+  const std::string& text = w.text();
+  const std::string head = "\n" + family + "{" + kLabels + "} ";
+  const size_t at = text.find(head);
+  if (at == std::string::npos) return "";
+  return text.substr(at + head.size(), text.find('\n', at + 1) - at - head.size());
+}
+
+TEST(ProxyIstio, CountsOpensClosesAndBytesAsTheyFlowWithTheWorkloadsLabels) {
+  HarnessOptions opt;
+  opt.edit_specs = add_mesh_labels;
+  Net n(config(""), opt);
+  const TcpConnId c = n.connect(80);
+  ASSERT_EQ(n.peer.accepted.size(), 1u);
+  const TcpConnId b = n.peer.accepted[0];
+  EXPECT_EQ(value(n, "istio_tcp_connections_opened_total"), "1");
+  EXPECT_EQ(value(n, "istio_tcp_connections_closed_total"), "0");
+
+  // Bytes count as they move, before the connection ends (as ztunnel's copy loop does).
+  const std::string up = pattern(200'000, 3), down = pattern(70'000, 4);
+  n.peer.conns[c].tx = up;
+  for (int i = 0; i < 400 && n.peer.conns[b].rx.size() < up.size(); ++i) n.pass_ms(5);
+  ASSERT_EQ(n.peer.conns[b].rx, up);
+  EXPECT_EQ(value(n, "istio_tcp_received_bytes_total"), std::to_string(up.size()));
+  EXPECT_EQ(value(n, "istio_tcp_sent_bytes_total"), "0");
+
+  n.peer.conns[b].tx = down;
+  n.peer.conns[b].shut_after = true;
+  n.peer.conns[c].shut_after = true;
+  for (int i = 0; i < 400 && !(n.peer.conns[c].fin && n.peer.conns[b].fin); ++i) n.pass_ms(5);
+  ASSERT_EQ(n.peer.conns[c].rx, down);
+  n.pass_ms(50);
+  EXPECT_EQ(n.stats().proxy[dp::kPxSessionsClosed], 1u);
+  EXPECT_EQ(value(n, "istio_tcp_connections_opened_total"), "1");
+  EXPECT_EQ(value(n, "istio_tcp_connections_closed_total"), "1");
+  EXPECT_EQ(value(n, "istio_tcp_received_bytes_total"), std::to_string(up.size()));
+  EXPECT_EQ(value(n, "istio_tcp_sent_bytes_total"), std::to_string(down.size()));
+
+  // The backend's bytes both ways: meshgate_backend_bytes_total keeps client -> backend.
+  const dp::BackendCounters be =
+      n.h.backend("px", n.peer.conns[b].tuple.local.str() + ":8080");
+  EXPECT_EQ(be.bytes, up.size());
+  EXPECT_EQ(be.reply_bytes, down.size());
+  EXPECT_EQ(be.flows, 1u);
+}
+
+TEST(ProxyIstio, StaticServicesAndUnknownClientsAreUnknownButTheServiceName) {
+  Net n(config(""), HarnessOptions{});
+  const TcpConnId c = n.connect(80);
+  ASSERT_TRUE(n.peer.conns[c].connected);
+  ctl::PromWriter w;
+  ctl::write_istio_metrics(w, {&n.h.worker().stack()->istio()}, n.h.registries().istio);
+  const std::string want =
+      "istio_tcp_connections_opened_total{reporter=\"source\",source_workload=\"unknown\","
+      "source_canonical_service=\"unknown\",source_canonical_revision=\"unknown\","
+      "source_workload_namespace=\"unknown\",source_principal=\"unknown\","
+      "source_app=\"unknown\",source_version=\"unknown\",source_cluster=\"unknown\","
+      "destination_service=\"px\",destination_service_namespace=\"unknown\","
+      "destination_service_name=\"px\",destination_workload=\"unknown\",";
+  EXPECT_NE(w.text().find(want), std::string::npos) << w.text();
 }
 
 TEST(ProxyProtocol, V2HeaderForIpv6) {

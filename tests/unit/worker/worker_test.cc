@@ -544,6 +544,10 @@ TEST(WorkerDnat, reply_from_backend_is_reverse_translated_to_the_vip_toward_the_
   expect_valid_checksums(rep[0]);
   EXPECT_EQ(h.backend("web", backend + ":8080").packets, 2u);
   EXPECT_EQ(h.backend("web", backend + ":8080").flows, 1u);
+  // Bytes each way: the SYN to the backend and its SYN-ACK back, frames of the same size.
+  EXPECT_GT(h.backend("web", backend + ":8080").bytes, 0u);
+  EXPECT_EQ(h.backend("web", backend + ":8080").reply_bytes,
+            h.backend("web", backend + ":8080").bytes);
 }
 
 TEST(WorkerDnat, every_packet_of_a_flow_keeps_its_backend_and_fin_close_counts_state) {

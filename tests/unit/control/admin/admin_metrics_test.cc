@@ -57,7 +57,7 @@ struct TwoWorkers {
     b.loops = 2000;
     a.busy_cycles = 123;
     in.workers = {&a, &b};
-    in.backends = {{"web", "198.51.100.11:8080", 40, 4000, 4},
+    in.backends = {{"web", "198.51.100.11:8080", 40, 4000, 4, 9000},
                    {"web6", "[2001:db8:1::11]:8080", 2, 200, 1}};
     in.snapshot_version = 7;
     in.ready = true;
@@ -149,6 +149,12 @@ TEST(CoreMetrics, CountersAreSummedOverWorkers) {
             "40");
   EXPECT_EQ(s.at("meshgate_backend_flows_total{service=\"web6\",backend=\"[2001:db8:1::11]:8080\"}"),
             "1");
+  // Bytes each way: to the backend as before, its replies in a family of their own.
+  EXPECT_EQ(s.at("meshgate_backend_bytes_total{service=\"web\",backend=\"198.51.100.11:8080\"}"),
+            "4000");
+  EXPECT_EQ(
+      s.at("meshgate_backend_reply_bytes_total{service=\"web\",backend=\"198.51.100.11:8080\"}"),
+      "9000");
 }
 
 TEST(CoreMetrics, EachPortsOwnCountersAreAFamilyPerCounterWithAPortLabel) {
@@ -228,7 +234,7 @@ TEST(CoreMetrics, EveryLineIsHelpTypeOrASampleOfTheFamilyDeclaredLast) {
         "meshgate_flows_active", "meshgate_flows_established", "meshgate_flows_created_total",
         "meshgate_flows_expired_total", "meshgate_flows_moved_total",
         "meshgate_fast_path_packets_total",
-        "meshgate_backend_packets_total",
+        "meshgate_backend_packets_total", "meshgate_backend_reply_bytes_total",
         "meshgate_backend_flows_total", "meshgate_snapshot_version", "meshgate_ready",
         "meshgate_worker_loops_total", "meshgate_worker_busy_cycles_total"}) {
     EXPECT_TRUE(families.count(f)) << f;
