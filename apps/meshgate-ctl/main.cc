@@ -1,15 +1,20 @@
 // meshgate-ctl: the admin API from a shell (README.md "Admin API and meshgate-ctl").
-//   meshgate-ctl [--admin HOST:PORT] services | flows [--limit N] | stats | config | bgp |
-//                flow-rules | drain | reload
+//   meshgate-ctl [--admin HOST:PORT] [-o table|json] services | flows [--limit N] [--service NAME]
+//                [--backend IP[:PORT]] [--state STATE] [--client IP[/PREFIX]] | stats | config |
+//                bgp | flow-rules | workloads | certificates | policies | log-level [LEVEL] |
+//                drain | reload
 // Exit codes: 0 ok, 1 admin API unreachable, HTTP error or a refused reload, 2 usage.
 #include <CLI/CLI.hpp>
 #include <httplib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "apps/meshgate-ctl/render.h"
 #include "control/common/build_info.h"
@@ -29,6 +34,11 @@ constexpr time_t kReadTimeoutS = 10;
 // POST /reload builds a snapshot; the admin API gives it 30 s.
 constexpr time_t kReloadTimeoutS = 35;
 constexpr time_t kConnectTimeoutS = 2;
+
+// Every subcommand, for the "did you mean" of a misspelt one.
+const std::vector<std::string> kCommands = {
+    "services", "flows", "stats", "config", "bgp", "flow-rules", "workloads", "certificates",
+    "policies", "log-level", "drain", "reload"};
 
 struct Admin {
   std::string text;  // as given, for messages
@@ -83,9 +93,9 @@ std::optional<std::string> request(const Admin& a, const std::string& method,
   return res->body;
 }
 
-// POST /reload: prints the outcome (stdout when applied, stderr when refused). True when the
-// config was applied.
-bool reload(const Admin& a) {
+// POST /reload: prints the outcome (stdout when applied, stderr when refused; with -o json the
+// answer on stdout). True when the config was applied.
+bool reload(const Admin& a, bool as_json) {
   httplib::Client cli(a.host, a.port);
   cli.set_connection_timeout(kConnectTimeoutS, 0);
   cli.set_read_timeout(kReloadTimeoutS, 0);
@@ -104,8 +114,8 @@ bool reload(const Admin& a) {
                  res->status, res->body.c_str());
     return false;
   }
-  const std::string text = render_reload(j);
-  std::fputs(text.c_str(), res->status == 200 ? stdout : stderr);
+  const std::string text = as_json ? j.dump(2) + "\n" : render_reload(j);
+  std::fputs(text.c_str(), res->status == 200 || as_json ? stdout : stderr);
   return res->status == 200;
 }
 
@@ -121,9 +131,56 @@ std::optional<json> get_json(const Admin& a, const std::string& path) {
   return j;
 }
 
+void print(const std::string& text) { std::fputs(text.c_str(), stdout); }
+void print_json(const json& j) { print(j.dump(2) + "\n"); }
+
+// The first word that is not an option (or an option's value): the command as typed.
+std::optional<std::string> command_word(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") return std::nullopt;
+    if (arg == "--admin" || arg == "-o" || arg == "--output") {
+      ++i;
+      continue;
+    }
+    if (!arg.empty() && arg[0] == '-') continue;
+    return arg;
+  }
+  return std::nullopt;
+}
+
+// GET /flows with the limit and filters as query parameters.
+std::string flows_path(uint32_t limit, const FlowsFilterArgs& f) {
+  std::string path = "/flows?limit=" + std::to_string(limit);
+  auto add = [&path](const char* key, const std::optional<std::string>& v) {
+    if (v) path += std::string("&") + key + "=" + httplib::detail::encode_query_param(*v);
+  };
+  add("service", f.service);
+  add("backend", f.backend);
+  add("state", f.state);
+  add("client", f.client);
+  return path;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A misspelt command gets a suggestion before CLI11's generic "not expected" error.
+  if (const auto word = command_word(argc, argv);
+      word && std::find(kCommands.begin(), kCommands.end(), *word) == kCommands.end()) {
+    const std::string best = closest_command(*word, kCommands);
+    if (!best.empty()) {
+      std::fprintf(stderr, "meshgate-ctl: unknown command \"%s\"; did you mean \"%s\"?\n",
+                   word->c_str(), best.c_str());
+    } else {
+      std::string all;
+      for (const auto& c : kCommands) all += (all.empty() ? "" : ", ") + c;
+      std::fprintf(stderr, "meshgate-ctl: unknown command \"%s\"; commands: %s\n", word->c_str(),
+                   all.c_str());
+    }
+    return kExitUsage;
+  }
+
   CLI::App app{"meshgate-ctl: query and control a running meshgate through its admin API"};
   const char* env = std::getenv("MESHGATE_ADMIN");
   std::string admin_text = env && *env ? env : kDefaultAdmin;
@@ -139,18 +196,41 @@ int main(int argc, char** argv) {
                                       " (built with)");
       },
       "print the version, git commit and the DPDK, OpenSSL, Hyperscan versions built with");
+  std::string output = "table";
+  app.add_option("-o,--output", output,
+                 "table (default) or json: the admin API's JSON, or the rows of the table")
+      ->check(CLI::IsMember({"table", "json"}));
+  // Global options are accepted after the command too (meshgate-ctl flows -o json).
+  app.fallthrough();
   app.require_subcommand(1);
-  CLI::App* services = app.add_subcommand("services", "services and backends, like ipvsadm -Ln");
+  CLI::App* services =
+      app.add_subcommand("services", "services and backends with counters and rates, like ipvsadm -Ln");
   CLI::App* flows = app.add_subcommand("flows", "tracked flows of every worker");
   uint32_t limit = 100;
-  flows->add_option("--limit", limit, "most flows to list (1..100000, default 100)")
+  flows->add_option("--limit", limit, "most flows to list, counted after the filters (1..100000, default 100)")
       ->check(CLI::Range(1u, kMaxLimit));
+  FlowsFilterArgs filter;
+  flows->add_option("--service", filter.service, "only flows of this service");
+  flows->add_option("--backend", filter.backend, "only flows to this backend IP[:PORT] ([v6]:PORT)");
+  flows->add_option("--state", filter.state,
+                    "only flows in this state (ESTABLISHED, SYN_SENT, TIME_WAIT, ... UDP, ICMP)");
+  flows->add_option("--client", filter.client, "only flows from clients in IP[/PREFIX]");
   CLI::App* stats = app.add_subcommand("stats", "key counters and non-zero drops");
   CLI::App* config = app.add_subcommand("config", "the running configuration (GET /config_dump)");
   CLI::App* drain = app.add_subcommand("drain", "refuse new flows and exit once flows closed");
   CLI::App* bgp = app.add_subcommand("bgp", "BGP sessions and announced VIPs ([bgp])");
   CLI::App* flow_rules =
       app.add_subcommand("flow-rules", "rte_flow rules per port: installed, or refused and why");
+  CLI::App* workloads =
+      app.add_subcommand("workloads", "the mesh's workloads, like istioctl ztunnel-config workloads");
+  CLI::App* certificates = app.add_subcommand(
+      "certificates", "the gateway's certificates, like istioctl ztunnel-config certificates");
+  CLI::App* policies = app.add_subcommand(
+      "policies", "authorization policies, like istioctl ztunnel-config authorization");
+  CLI::App* log_level =
+      app.add_subcommand("log-level", "show the log level, or set it (error, warn, info, debug)");
+  std::optional<std::string> level;
+  log_level->add_option("level", level, "the new level: error, warn, info or debug");
   CLI::App* reload_cmd = app.add_subcommand(
       "reload", "re-read the config file and apply it (what changed, or why nothing did)");
   try {
@@ -165,6 +245,17 @@ int main(int argc, char** argv) {
                  admin_text.c_str());
     return kExitUsage;
   }
+  if (const std::string err = check_flows_filter(filter); !err.empty()) {
+    std::fprintf(stderr, "meshgate-ctl: flows %s\n", err.c_str());
+    return kExitUsage;
+  }
+  if (level && std::find(log_levels().begin(), log_levels().end(), *level) == log_levels().end()) {
+    std::fprintf(stderr,
+                 "meshgate-ctl: log-level: expected error, warn, info or debug, got \"%s\"\n",
+                 level->c_str());
+    return kExitUsage;
+  }
+  const bool as_json = output == "json";
 
   try {
     if (*services) {
@@ -172,35 +263,64 @@ int main(int argc, char** argv) {
       if (!cfg) return kExitFailure;
       auto st = get_json(a, "/stats");
       if (!st) return kExitFailure;
-      // Active flows come from the flow dump; without it the table still shows the rest.
+      // Connections are counted from the flow dump; without it the table still shows the rest.
       auto fl = get_json(a, "/flows?limit=" + std::to_string(kMaxLimit));
-      std::fputs(render_services(*cfg, *st, fl ? *fl : json()).c_str(), stdout);
+      const json view = services_view(*cfg, *st, fl ? *fl : json());
+      as_json ? print_json(view) : print(render_services(view));
     } else if (*flows) {
-      auto fl = get_json(a, "/flows?limit=" + std::to_string(limit));
+      auto fl = get_json(a, flows_path(limit, filter));
       if (!fl) return kExitFailure;
-      std::fputs(render_flows(*fl).c_str(), stdout);
+      as_json ? print_json(*fl) : print(render_flows(*fl));
     } else if (*stats) {
       auto st = get_json(a, "/stats");
       if (!st) return kExitFailure;
-      std::fputs(render_stats(*st).c_str(), stdout);
+      as_json ? print_json(*st) : print(render_stats(*st));
     } else if (*config) {
+      // The dump is JSON in both formats: its nested tables have no useful flat form.
       auto cfg = get_json(a, "/config_dump");
       if (!cfg) return kExitFailure;
-      std::puts(cfg->dump(2).c_str());
+      print_json(*cfg);
     } else if (*bgp) {
       auto b = get_json(a, "/bgp");
       if (!b) return kExitFailure;
-      std::fputs(render_bgp(*b).c_str(), stdout);
+      as_json ? print_json(*b) : print(render_bgp(*b));
     } else if (*flow_rules) {
       auto fr = get_json(a, "/flow_rules");
       if (!fr) return kExitFailure;
-      std::fputs(render_flow_rules(*fr).c_str(), stdout);
+      as_json ? print_json(*fr) : print(render_flow_rules(*fr));
+    } else if (*workloads) {
+      auto w = get_json(a, "/workloads");
+      if (!w) return kExitFailure;
+      as_json ? print_json(*w) : print(render_workloads(*w));
+    } else if (*certificates) {
+      auto cfg = get_json(a, "/config_dump");
+      if (!cfg) return kExitFailure;
+      const json view = certificates_view(*cfg, int64_t(std::time(nullptr)));
+      as_json ? print_json(view) : print(render_certificates(view));
+    } else if (*policies) {
+      auto cfg = get_json(a, "/config_dump");
+      if (!cfg) return kExitFailure;
+      const json view = policies_view(*cfg);
+      as_json ? print_json(view) : print(render_policies(view));
+    } else if (*log_level) {
+      std::optional<std::string> body =
+          level ? request(a, "POST", "/logging?level=" + *level) : request(a, "GET", "/logging");
+      if (!body) return kExitFailure;
+      json j = json::parse(*body, nullptr, false);
+      if (j.is_discarded()) {
+        std::fprintf(stderr, "meshgate-ctl: %s /logging at %s: the answer is not JSON\n",
+                     level ? "POST" : "GET", a.text.c_str());
+        return kExitFailure;
+      }
+      as_json ? print_json(j) : print(render_log_level(j));
     } else if (*reload_cmd) {
-      if (!reload(a)) return kExitFailure;
+      if (!reload(a, as_json)) return kExitFailure;
     } else if (*drain) {
       auto body = request(a, "POST", "/drain");
       if (!body) return kExitFailure;
-      std::fputs(body->c_str(), stdout);
+      std::string text = *body;
+      while (!text.empty() && text.back() == '\n') text.pop_back();
+      as_json ? print_json({{"draining", true}, {"message", text}}) : print(*body);
     }
   } catch (const json::exception& e) {
     std::fprintf(stderr, "meshgate-ctl: unexpected answer from the admin API at %s: %s\n",

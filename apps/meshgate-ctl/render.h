@@ -4,6 +4,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,9 +22,20 @@ class Table {
   std::vector<bool> right_;
 };
 
-// `ipvsadm -Ln` style: per service its VIP:port, protocol, mode and name, then each backend
-// with weight, health, active flows (counted from `flows`, a GET /flows answer; null when it
-// could not be fetched), packets and flows created. Inputs: GET /config_dump and GET /stats.
+// `services`, the rows of `ipvsadm -Ln --stats --rate` as JSON (what `-o json` prints):
+// snapshot_version, rate_interval_s, conns_counted (available, flows, more_exist, workers,
+// workers_answered: the flow dump the connections were counted from), services (name, vip,
+// port, protocol, mode, backends: endpoint, address, port, weight, health, active_conns
+// (established TCP flows), inactive_conns (every other flow), conns (flows created), packets,
+// bytes_in, bytes_out, conns_per_s, packets_per_s, bytes_in_per_s, bytes_out_per_s). Inputs:
+// GET /config_dump, GET /stats, GET /flows (null when it could not be fetched: the connection
+// counts are then null). A value /stats does not carry (the rates before two samples, the
+// backends' reply bytes) is null.
+nlohmann::json services_view(const nlohmann::json& config, const nlohmann::json& stats,
+                             const nlohmann::json& flows);
+// services_view() as the ipvsadm table: per service its protocol, VIP:port, mode and name, then
+// each backend's row; "-" for what is null.
+std::string render_services(const nlohmann::json& view);
 std::string render_services(const nlohmann::json& config, const nlohmann::json& stats,
                             const nlohmann::json& flows);
 
@@ -45,5 +57,38 @@ std::string render_flow_rules(const nlohmann::json& rules);
 // POST /reload's answer: on "ok" one line with what changed and the new config's hash; else the
 // result and every error, one "file:line:column: key: message" per line.
 std::string render_reload(const nlohmann::json& reload);
+
+
+// GET /workloads as istioctl ztunnel-config workloads prints them.
+std::string render_workloads(const nlohmann::json& workloads);
+
+// `certificates` from GET /config_dump's certificates, as JSON: {"certificates": [{name (the
+// identity, else the subject), type (Leaf / Intermediate / Root), valid (now_unix within its
+// validity), serial, not_after, not_before, identity, file}]}.
+nlohmann::json certificates_view(const nlohmann::json& config, int64_t now_unix);
+std::string render_certificates(const nlohmann::json& view);
+
+// `policies` from GET /config_dump's policies: {"policies": [...]} as the dump has them
+// (name, namespace, scope, action, dry_run, groups); the table shows namespace, name, action
+// and scope.
+nlohmann::json policies_view(const nlohmann::json& config);
+std::string render_policies(const nlohmann::json& view);
+
+// GET /logging or POST /logging's answer: "log level: debug (was info)".
+std::string render_log_level(const nlohmann::json& answer);
+// The levels `log-level` accepts, as POST /logging does.
+const std::vector<std::string>& log_levels();
+
+// `flows` filters as given on the command line; unset = not given.
+struct FlowsFilterArgs {
+  std::optional<std::string> service, backend, state, client;
+};
+// The states --state accepts (GET /flows' state= values).
+const std::vector<std::string>& flow_states();
+// "" when every given filter is well-formed; else the message naming the option.
+std::string check_flows_filter(const FlowsFilterArgs& f);
+
+// The command `got` is most likely a misspelling of, or "" when none is close.
+std::string closest_command(const std::string& got, const std::vector<std::string>& commands);
 
 }  // namespace meshgate::ctl_tool

@@ -1,13 +1,13 @@
 #include "control/admin/admin.h"
 
 #include <algorithm>
-#include <cctype>
 #include <ctime>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string_view>
 #include <unordered_map>
 
+#include "control/admin/workloads.h"
 #include "control/snapshot/builder.h"
 #include "control/stats/stats.h"
 #include "dataplane/conntrack/conntrack.h"
@@ -25,14 +25,6 @@ const char* protocol_name(uint8_t proto) {
     case 58: return "icmpv6";
   }
   return "other";
-}
-
-// conntrack -L / ipvsadm -Lnc style: TCP flows show their state, others their protocol.
-std::string flow_state(const dp::FlowRecord& r) {
-  if (r.proto == 6) return dp::tcp_state_name(r.state);
-  std::string s = protocol_name(r.proto);
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
-  return s;
 }
 
 // Name of the port whose prefixes hold `a` (how [[route]] / [[neighbor]] pick one by default).
@@ -92,6 +84,7 @@ void Admin::tick(Clock::time_point now) {
   for (uint32_t w = 0; w < workers_.size(); ++w) {
     health_.observe(w, dp::counter_read(workers_[w]->counters().loops), now);
   }
+  if (rates_.due(now)) sample_rates(now);
   for (auto& q : bridge_.take()) {
     if (q->kind == QueryKind::kFlows) {
       FlowJob job;
@@ -131,8 +124,7 @@ AdminReply Admin::answer(QueryKind kind) {
       return text_reply(st.healthy ? 200 : 503, st.text);
     }
     case QueryKind::kStats:
-      return json_reply(
-          stats_json(views_, registry_, publisher_.current(), read_port_counters(ports_)));
+      return json_reply(stats_with_rates());
     case QueryKind::kMetrics: {
       AdminReply r;
       r.content_type = kPrometheusContentType;
@@ -153,11 +145,48 @@ AdminReply Admin::answer(QueryKind kind) {
         return text_reply(404, "no rte_flow rules are managed (ports not started)");
       }
       return json_reply(flow_rules_source_());
+    case QueryKind::kWorkloads:
+      return json_reply(workloads_source_ ? workloads_source_() : workloads_json(nullptr));
     case QueryKind::kReload:
       if (!reload_handler_) return text_reply(503, "config reload is not available");
       return reload_handler_();
   }
   return text_reply(500, "unknown query");
+}
+
+void Admin::sample_rates(Clock::time_point now) {
+  std::vector<std::pair<uint32_t, RateSample>> samples;
+  if (const dp::Snapshot* snap = publisher_.current()) {
+    std::set<uint32_t> seen;
+    for (const dp::SnapBackend& be : snap->backends) {
+      if (!seen.insert(be.stat_id).second) continue;
+      const dp::BackendCounters c = backend_totals(views_, be.stat_id);
+      samples.push_back({be.stat_id, RateSample{c.flows, c.packets, c.bytes}});
+    }
+  }
+  rates_.update(now, samples);
+}
+
+nlohmann::json Admin::stats_with_rates() {
+  const dp::Snapshot* snap = publisher_.current();
+  json j = stats_json(views_, registry_, snap, read_port_counters(ports_));
+  j["rate_interval_s"] = kRateInterval.count();
+  if (!snap) return j;
+  json& services = j["services"];
+  for (const dp::SnapService& s : snap->services) {
+    if (!services.contains(s.name)) continue;  // listeners and node ports are not listed
+    json& backends = services[s.name]["backends"];
+    for (uint32_t b = 0; b < s.n_backends; ++b) {
+      const dp::SnapBackend& be = snap->backends[s.first_backend + b];
+      const std::string& name = registry_.names()[be.stat_id].backend;
+      const Rates* r = rates_.rates(be.stat_id);
+      if (r == nullptr || !backends.contains(name)) continue;
+      backends[name]["rates"] = {{"flows_per_s", r->flows_per_s},
+                                 {"packets_per_s", r->packets_per_s},
+                                 {"bytes_per_s", r->bytes_per_s}};
+    }
+  }
+  return j;
 }
 
 std::string Admin::metrics_text() {
@@ -343,7 +372,8 @@ std::string Admin::config_dump() {
 void Admin::start_flow_job(FlowJob& job, Clock::time_point now) {
   job.started = true;
   job.deadline = now + kFlowDumpWait;
-  const uint32_t limit = job.query->limit;
+  // With a filter the limit counts matching flows: each worker copies all of its flows.
+  const uint32_t limit = job.query->filter.empty() ? job.query->limit : UINT32_MAX;
   for (uint32_t w = 0; w < workers_.size(); ++w) {
     auto d = std::make_unique<WorkerDump>();
     d->worker = w;
@@ -402,7 +432,9 @@ nlohmann::json flow_record_json(const dp::FlowRecord& f,
 
 std::string Admin::flows_json(const FlowJob& job) {
   const uint32_t limit = job.query->limit;
+  const FlowFilter& filter = job.query->filter;
   const auto& names = registry_.names();
+  static const std::string kNoService;
   json flows = json::array();
   bool truncated = false;
   uint32_t answered = 0;
@@ -412,16 +444,20 @@ std::string Admin::flows_json(const FlowJob& job) {
     const dp::FlowDumpRequest& r = d->req;
     if (r.max > 0 && r.count == r.max) truncated = true;  // the worker may hold more
     for (uint32_t i = 0; i < r.count; ++i) {
+      const dp::FlowRecord& f = d->records[i];
+      const bool named = f.stat_id != 0 && f.stat_id < names.size();
+      if (!flow_matches(filter, f, named ? names[f.stat_id].service : kNoService)) continue;
       if (flows.size() >= limit) {
         truncated = true;
         break;
       }
-      flows.push_back(flow_record_json(d->records[i], names));
+      flows.push_back(flow_record_json(f, names));
     }
   }
   json j;
   j["count"] = flows.size();
   j["limit"] = limit;
+  j["filter"] = flow_filter_json(filter);
   j["truncated"] = truncated;
   j["workers"] = job.dumps.size();
   j["workers_answered"] = answered;

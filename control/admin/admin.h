@@ -27,6 +27,7 @@
 #include "control/snapshot/model.h"
 #include "control/snapshot/publisher.h"
 #include "control/snapshot/stat_registry.h"
+#include "control/stats/rate_estimator.h"
 #include "dataplane/worker/flow_dump.h"
 #include "dataplane/worker/worker.h"
 
@@ -67,6 +68,10 @@ class Admin {
   // GET /flow_rules' answer (the rte_flow rules per port); without one /flow_rules answers 404.
   void set_flow_rules_source(std::function<nlohmann::json()> fn) {
     flow_rules_source_ = std::move(fn);
+  }
+  // GET /workloads' answer (the mesh model's workloads); without one it lists none.
+  void set_workloads_source(std::function<nlohmann::json()> fn) {
+    workloads_source_ = std::move(fn);
   }
   // GET /config_dump's "health_checks" (the backends' health check states); absent without one.
   void set_health_source(std::function<nlohmann::json()> fn) { health_source_ = std::move(fn); }
@@ -113,6 +118,10 @@ class Admin {
   bool advance_flow_job(FlowJob& job, Clock::time_point now);
   std::string flows_json(const FlowJob& job);
   void reap_orphans();
+  // Every backend's counters of the current snapshot into the rate estimator.
+  void sample_rates(Clock::time_point now);
+  // GET /stats: the counters, each backend with its "rates" once two samples were taken.
+  nlohmann::json stats_with_rates();
 
   const Config& cfg_;
   const StatRegistry& registry_;
@@ -127,9 +136,11 @@ class Admin {
   std::function<nlohmann::json()> bgp_source_;
   std::function<nlohmann::json()> flow_rules_source_;
   std::function<nlohmann::json()> health_source_;
+  std::function<nlohmann::json()> workloads_source_;
   std::function<AdminReply()> reload_handler_;
   nlohmann::json config_status_ = nlohmann::json::object();
   WorkerHealth health_;
+  RateEstimator rates_;
   std::deque<FlowJob> flow_jobs_;
   // Dumps whose worker did not finish before the job was answered: kept until it does.
   std::vector<std::unique_ptr<WorkerDump>> orphans_;

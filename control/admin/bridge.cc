@@ -13,10 +13,12 @@ AdminReply text_reply(int status, std::string body) {
   return r;
 }
 
-AdminReply AdminBridge::ask(QueryKind kind, uint32_t limit, std::chrono::milliseconds timeout) {
+AdminReply AdminBridge::ask(QueryKind kind, uint32_t limit, std::chrono::milliseconds timeout,
+                            FlowFilter filter) {
   auto q = std::make_shared<Query>();
   q->kind = kind;
   q->limit = limit;
+  q->filter = std::move(filter);
   std::future<AdminReply> answer = q->promise.get_future();
   {
     std::lock_guard<std::mutex> lock(mu_);

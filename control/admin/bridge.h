@@ -25,12 +25,14 @@
 #include <string>
 #include <vector>
 
+#include "control/admin/flow_filter.h"
+
 namespace meshgate::ctl {
 
 // kReload (POST /reload) is an action, not a read: the control loop reloads the config and
 // answers with the result.
 enum class QueryKind : uint8_t { kHealth, kStats, kMetrics, kConfigDump, kFlows, kBgp, kFlowRules,
-                            kReload };
+                            kReload, kWorkloads };
 
 struct AdminReply {
   int status = 200;
@@ -41,6 +43,7 @@ struct AdminReply {
 struct Query {
   QueryKind kind = QueryKind::kStats;
   uint32_t limit = 0;  // kFlows: most flows to return
+  FlowFilter filter;   // kFlows: which flows count
   std::promise<AdminReply> promise;
 };
 
@@ -56,7 +59,8 @@ class AdminBridge {
   // Queues a query for the control loop and waits up to `timeout` for its answer. Answers 503
   // at once when the control loop is not taking queries (still starting, or shutting down), and
   // 503 when it did not answer in time.
-  AdminReply ask(QueryKind kind, uint32_t limit, std::chrono::milliseconds timeout);
+  AdminReply ask(QueryKind kind, uint32_t limit, std::chrono::milliseconds timeout,
+                 FlowFilter filter = {});
   // 200 for GET /ready: the first snapshot is live on running workers, the mesh source (if any)
   // finished its first full sync, and the gateway is not draining.
   Readiness readiness() const;

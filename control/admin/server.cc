@@ -213,9 +213,11 @@ constexpr const char* kIndex =
     "  GET  /stats         counters as JSON (the --stats-json format)\n"
     "  GET  /metrics       Prometheus text exposition\n"
     "  GET  /config_dump   services, endpoints, routes, neighbors as JSON\n"
-    "  GET  /flows?limit=N flows of every worker as JSON (N 1..100000, default 100)\n"
+    "  GET  /flows?limit=N flows of every worker as JSON (N 1..100000, default 100); filters\n"
+    "                      service=NAME backend=IP[:PORT] state=STATE client=IP[/PREFIX]\n"
     "  GET  /bgp           BGP sessions and announced VIPs as JSON ([bgp])\n"
     "  GET  /flow_rules    rte_flow rules per port, installed or refused and why, as JSON\n"
+    "  GET  /workloads     the mesh's workloads as JSON (none without a [mesh] source)\n"
     "  POST /drain         refuse new flows, exit once established flows closed\n"
     "  POST /reload        reload the config file: 200 with what changed, 400 invalid,\n"
     "                      409 when a changed key needs a restart (nothing applied)\n"
@@ -332,6 +334,7 @@ void AdminServer::routes() {
   s.Get("/config_dump", query(QueryKind::kConfigDump));
   s.Get("/bgp", query(QueryKind::kBgp));
   s.Get("/flow_rules", query(QueryKind::kFlowRules));
+  s.Get("/workloads", query(QueryKind::kWorkloads));
   s.Get("/flows", [&b](const httplib::Request& req, httplib::Response& res) {
     uint32_t limit = kDefaultFlowsLimit;
     if (req.has_param("limit")) {
@@ -345,7 +348,12 @@ void AdminServer::routes() {
       }
       limit = uint32_t(n);
     }
-    answer(res, b.ask(QueryKind::kFlows, limit, kAnswerTimeout));
+    auto filter = parse_flow_filter(req.params);
+    if (!filter) {
+      answer(res, text_reply(400, filter.error().message));
+      return;
+    }
+    answer(res, b.ask(QueryKind::kFlows, limit, kAnswerTimeout, std::move(filter.value())));
   });
   auto drain = [&b](httplib::Response& res) {
     b.request_drain();

@@ -42,6 +42,8 @@ class MeshRuntime {
   // as it is now (a config reload changed them); nullopt before the first model.
   std::optional<Pending> remap();
   void published(const Pending& p);
+  // Control thread: the last model the provider delivered (GET /workloads); null before one.
+  std::shared_ptr<const MeshModel> model() const { return last_ ? last_->model : nullptr; }
 
   // Any thread: true once a snapshot built from the provider's first full view is published.
   // /ready waits for this (README.md "With a service mesh").

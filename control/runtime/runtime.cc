@@ -30,6 +30,7 @@
 #include <thread>
 
 #include "control/admin/admin.h"
+#include "control/admin/workloads.h"
 #include "control/bgp/bgp_speaker.h"
 #include "control/certs/cert_info.h"
 #include "control/certs/cert_provider.h"
@@ -780,6 +781,9 @@ void GatewayRun::register_metrics() {
     admin_->set_flow_rules_source([m = flow_rules_.get()] { return flow_rules_json(*m); });
   }
   add_health_metrics(*admin_, health_);
+  if (mesh_rt_) {
+    admin_->set_workloads_source([m = mesh_rt_.get()] { return workloads_json(m->model().get()); });
+  }
   if (bgp_) {
     add_bgp_metrics(*admin_, *bgp_);
     admin_->set_bgp_source([b = bgp_.get()] {

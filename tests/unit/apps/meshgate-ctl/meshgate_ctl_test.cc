@@ -1,7 +1,9 @@
 // meshgate-ctl's views, from admin API answers written out here: the ipvsadm-style services
-// table (active flows counted from the flow dump, counters from /stats, IPv6 backends matched
-// by their bracketed key), the flows table, the stats view showing only non-zero drops, the
-// BGP view and the rte_flow rules.
+// table and its JSON rows (active and inactive connections counted from the flow dump,
+// counters and rates from /stats, IPv6 backends matched by their bracketed key), the flows
+// table, the stats view showing only non-zero drops, the BGP view, the rte_flow rules, the
+// istioctl-style workloads / certificates / policies views, the log level, the local checks of
+// the flows filters and the suggestion for a misspelt command.
 #include <gtest/gtest.h>
 
 #include <sstream>
@@ -9,6 +11,7 @@
 
 #include "apps/meshgate-ctl/render.h"
 #include "control/admin/admin.h"
+#include "control/admin/flow_filter.h"
 
 namespace meshgate::ctl_tool {
 namespace {
@@ -33,11 +36,19 @@ const json kConfig = json::parse(R"({
      "endpoints": [{"address": "2001:db8:1::11", "port": 8080, "weight": 1, "health": "healthy"}]}
   ]})");
 
+// web's first backend carries rates; web6's also the reply direction's bytes and rate.
 const json kStats = json::parse(R"({
+  "rate_interval_s": 2,
   "services": {
-    "web": {"backends": {"198.51.100.11:8080": {"packets": 1234567, "flows": 12},
-                         "198.51.100.12:8080": {"packets": 0, "flows": 0}}},
-    "web6": {"backends": {"[2001:db8:1::11]:8080": {"packets": 9, "flows": 1}}}
+    "web": {"backends": {"198.51.100.11:8080": {"packets": 1234567, "bytes": 98765432, "flows": 12,
+                                                "rates": {"flows_per_s": 2.4, "packets_per_s": 310.5,
+                                                          "bytes_per_s": 40960.6}},
+                         "198.51.100.12:8080": {"packets": 0, "bytes": 0, "flows": 0}}},
+    "web6": {"backends": {"[2001:db8:1::11]:8080": {"packets": 9, "bytes": 900, "reply_bytes": 4000,
+                                                    "flows": 1,
+                                                    "rates": {"flows_per_s": 0, "packets_per_s": 1,
+                                                              "bytes_per_s": 100,
+                                                              "reply_bytes_per_s": 450}}}}
   }})");
 
 json flows(bool truncated = false, bool complete = true) {
@@ -59,29 +70,196 @@ json flows(bool truncated = false, bool complete = true) {
   return f;
 }
 
-TEST(CtlServices, ListsEachServiceThenItsBackendsWithCountersAndActiveFlows) {
-  const auto l = lines_of(render_services(kConfig, kStats, flows()));
-  ASSERT_EQ(l.size(), 8u) << render_services(kConfig, kStats, flows());
+TEST(CtlServices, ListsEachServiceThenItsBackendsWithConnectionsCountersAndRates) {
+  const std::string out = render_services(kConfig, kStats, flows());
+  const auto l = lines_of(out);
+  ASSERT_EQ(l.size(), 8u) << out;
   EXPECT_EQ(l[0], "meshgate snapshot 3: 2 services");
   EXPECT_EQ(l[1], "Prot VIP:Port               Mode  Service");
-  EXPECT_EQ(l[2], "  -> Backend:Port           Weight  Health     ActiveFlows  Packets  Flows");
+  EXPECT_EQ(l[2],
+            "  -> Backend:Port           Weight  Health     ActiveConn  InActConn  Conns  Packets   "
+            "InBytes  OutBytes  CPS  InBPS  OutBPS");
   EXPECT_EQ(l[3], "TCP  203.0.113.10:80        dnat  web");
-  EXPECT_EQ(l[4], "  -> 198.51.100.11:8080          1  healthy              2  1234567     12");
-  EXPECT_EQ(l[5], "  -> 198.51.100.12:8080        250  unhealthy            0        0      0");
+  // ESTABLISHED is active, TIME_WAIT inactive; rates rounded; no reply bytes counted: "-".
+  EXPECT_EQ(l[4],
+            "  -> 198.51.100.11:8080          1  healthy             1          1     12  1234567  "
+            "98765432         -    2  40961       -");
+  EXPECT_EQ(l[5],
+            "  -> 198.51.100.12:8080        250  unhealthy           0          0      0        0  "
+            "       0         -    -      -       -");
   EXPECT_EQ(l[6], "TCP  [2001:db8:100::10]:80  dnat  web6");
-  EXPECT_EQ(l[7], "  -> [2001:db8:1::11]:8080       1  healthy              1        9      1");
+  // A SYN_SENT flow is inactive; the reply direction shows when /stats has it.
+  EXPECT_EQ(l[7],
+            "  -> [2001:db8:1::11]:8080       1  healthy             0          1      1        9  "
+            "     900      4000    0    100     450");
 }
 
-TEST(CtlServices, SaysWhenActiveFlowsArePartialOrUnavailable) {
+TEST(CtlServices, SaysWhenConnectionsArePartialOrUnavailable) {
   std::string s = render_services(kConfig, kStats, flows(true, false));
-  EXPECT_NE(s.find("(active flows counted from 3 flows, more exist, 1 of 2 workers answered)"),
+  EXPECT_NE(s.find("(connections counted from 3 flows, more exist, 1 of 2 workers answered)"),
             std::string::npos)
       << s;
   s = render_services(kConfig, kStats, json());
-  EXPECT_NE(s.find("(active flows unavailable"), std::string::npos) << s;
-  EXPECT_NE(s.find("  -> 198.51.100.11:8080          1  healthy              -  1234567     12"),
+  EXPECT_NE(s.find("(connections unavailable: GET /flows failed)"), std::string::npos) << s;
+  EXPECT_NE(s.find("  -> 198.51.100.11:8080          1  healthy             -          -     12"),
             std::string::npos)
       << s;
+}
+
+TEST(CtlServices, JsonHasTheRowsOfTheTable) {
+  const json v = services_view(kConfig, kStats, flows());
+  EXPECT_EQ(v.at("snapshot_version"), 3);
+  EXPECT_EQ(v.at("rate_interval_s"), 2);
+  EXPECT_EQ(v.at("conns_counted"), json::parse(R"({"available": true, "flows": 3,
+    "more_exist": false, "workers": 2, "workers_answered": 2})"));
+  ASSERT_EQ(v.at("services").size(), 2u);
+  const json& web = v["services"][0];
+  EXPECT_EQ(web.at("name"), "web");
+  EXPECT_EQ(web.at("vip"), "203.0.113.10");
+  EXPECT_EQ(web.at("port"), 80);
+  EXPECT_EQ(web.at("protocol"), "tcp");
+  EXPECT_EQ(web.at("mode"), "dnat");
+  EXPECT_EQ(web.at("backends")[0], json::parse(R"({
+    "endpoint": "198.51.100.11:8080", "address": "198.51.100.11", "port": 8080, "weight": 1,
+    "health": "healthy", "active_conns": 1, "inactive_conns": 1, "conns": 12, "packets": 1234567,
+    "bytes_in": 98765432, "bytes_out": null, "conns_per_s": 2.4, "packets_per_s": 310.5,
+    "bytes_in_per_s": 40960.6, "bytes_out_per_s": null})"));
+  EXPECT_TRUE(web.at("backends")[1].at("conns_per_s").is_null());
+  const json& b6 = v["services"][1].at("backends")[0];
+  EXPECT_EQ(b6.at("bytes_out"), 4000);
+  EXPECT_EQ(b6.at("bytes_out_per_s"), 450);
+  EXPECT_EQ(b6.at("inactive_conns"), 1);
+  // Without the flow dump the connection counts are null, the rest stays.
+  const json nf = services_view(kConfig, kStats, json());
+  EXPECT_EQ(nf.at("conns_counted"), json::parse(R"({"available": false})"));
+  EXPECT_TRUE(nf["services"][0]["backends"][0].at("active_conns").is_null());
+  EXPECT_EQ(nf["services"][0]["backends"][0].at("conns"), 12);
+}
+
+TEST(CtlWorkloads, IstioctlColumnsOneRowPerWorkload) {
+  const json w = json::parse(R"({"workloads": [
+    {"uid": "c//v1/Pod/apps/curl", "name": "curl", "namespace": "apps", "addresses": ["10.244.1.9"],
+     "node": "", "cluster_id": "", "network": "", "protocol": "TCP", "identity": "", "waypoint": null,
+     "healthy": true, "services": []},
+    {"uid": "c//v1/Pod/bookinfo/reviews-v1", "name": "reviews-v1", "namespace": "bookinfo",
+     "addresses": ["10.244.1.7", "2001:db8::7"], "node": "node-1", "cluster_id": "c", "network": "",
+     "protocol": "HBONE", "identity": "spiffe://cluster.local/ns/bookinfo/sa/reviews",
+     "waypoint": null, "healthy": true, "services": []}]})");
+  const auto l = lines_of(render_workloads(w));
+  ASSERT_EQ(l.size(), 3u);
+  EXPECT_EQ(l[0], "NAMESPACE  POD NAME    ADDRESS                 NODE    WAYPOINT  PROTOCOL");
+  EXPECT_EQ(l[1], "apps       curl        10.244.1.9              -       None      TCP");
+  EXPECT_EQ(l[2], "bookinfo   reviews-v1  10.244.1.7,2001:db8::7  node-1  None      HBONE");
+  EXPECT_EQ(render_workloads(json::parse(R"({"workloads": []})")),
+            "NAMESPACE  POD NAME  ADDRESS  NODE  WAYPOINT  PROTOCOL\n");
+}
+
+const json kCertConfig = json::parse(R"({"certificates": [
+  {"file": "certs/gw.pem", "role": "leaf", "identity": "spiffe://cluster.local/ns/gw/sa/meshgate",
+   "uri_sans": [], "subject": "O=meshgate", "issuer": "O=root", "serial": "1A2B",
+   "not_before": "2026-11-20T00:00:00Z", "not_after": "2026-11-21T00:00:00Z", "expires_in_s": 5},
+  {"file": "certs/gw.pem", "role": "intermediate", "identity": "", "uri_sans": [],
+   "subject": "CN=intermediate", "issuer": "O=root", "serial": "03",
+   "not_before": "2026-01-01T00:00:00Z", "not_after": "2027-01-01T00:00:00Z", "expires_in_s": 5},
+  {"file": "certs/root.pem", "role": "trust_anchor", "identity": "", "uri_sans": [],
+   "subject": "O=root", "issuer": "O=root", "serial": "01",
+   "not_before": "2026-01-01T00:00:00Z", "not_after": "2036-01-01T00:00:00Z", "expires_in_s": 5}],
+  "policies": [
+   {"name": "deny-blocked", "namespace": "demo", "scope": "namespace", "action": "deny",
+    "dry_run": false, "groups": []},
+   {"name": "allow-frontend", "namespace": "bookinfo", "scope": "workload", "action": "allow",
+    "dry_run": true, "groups": []}]})");
+
+TEST(CtlCertificates, TypeValidityAndDatesPerCertificate) {
+  // 2026-11-22T00:00:00Z: the leaf has expired, the others are valid.
+  const json v = certificates_view(kCertConfig, 1795305600);
+  ASSERT_EQ(v.at("certificates").size(), 3u);
+  EXPECT_EQ(v["certificates"][0], json::parse(R"({"name": "spiffe://cluster.local/ns/gw/sa/meshgate",
+    "type": "Leaf", "valid": false, "serial": "1A2B", "not_after": "2026-11-21T00:00:00Z",
+    "not_before": "2026-11-20T00:00:00Z", "identity": "spiffe://cluster.local/ns/gw/sa/meshgate",
+    "file": "certs/gw.pem"})"));
+  EXPECT_EQ(v["certificates"][1].at("type"), "Intermediate");
+  EXPECT_EQ(v["certificates"][1].at("name"), "CN=intermediate");
+  EXPECT_EQ(v["certificates"][2].at("type"), "Root");
+  EXPECT_EQ(v["certificates"][2].at("valid"), true);
+  // Before its not_before a certificate is not valid either.
+  EXPECT_EQ(certificates_view(kCertConfig, 1767225599)["certificates"][2].at("valid"), false);
+  const auto l = lines_of(render_certificates(v));
+  ASSERT_EQ(l.size(), 4u);
+  EXPECT_EQ(l[0],
+            "CERTIFICATE NAME                          TYPE          VALID  SERIAL NUMBER  "
+            "NOT AFTER             NOT BEFORE");
+  EXPECT_EQ(l[1],
+            "spiffe://cluster.local/ns/gw/sa/meshgate  Leaf          false  1A2B           "
+            "2026-11-21T00:00:00Z  2026-11-20T00:00:00Z");
+  EXPECT_EQ(l[3],
+            "O=root                                    Root          true   01             "
+            "2036-01-01T00:00:00Z  2026-01-01T00:00:00Z");
+}
+
+TEST(CtlPolicies, NamespaceNameActionAndScope) {
+  const json v = policies_view(kCertConfig);
+  EXPECT_EQ(v.at("policies"), kCertConfig.at("policies"));
+  const auto l = lines_of(render_policies(v));
+  ASSERT_EQ(l.size(), 3u);
+  EXPECT_EQ(l[0], "NAMESPACE  POLICY NAME     ACTION           SCOPE");
+  EXPECT_EQ(l[1], "demo       deny-blocked    Deny             Namespace");
+  EXPECT_EQ(l[2], "bookinfo   allow-frontend  Allow (dry run)  Workload");
+}
+
+TEST(CtlLogLevel, ShowsTheLevelAndWhatItWas) {
+  EXPECT_EQ(render_log_level(json::parse(R"({"level": "info", "format": "text"})")),
+            "log level: info\n");
+  EXPECT_EQ(render_log_level(json::parse(R"({"level": "debug", "previous": "info"})")),
+            "log level: debug (was info)\n");
+  EXPECT_EQ(log_levels(), (std::vector<std::string>{"error", "warn", "info", "debug"}));
+}
+
+TEST(CtlFlowsFilter, WellFormedValuesPassOthersNameTheOption) {
+  FlowsFilterArgs ok;
+  ok.service = "web";
+  ok.backend = "[2001:db8:1::11]:8080";
+  ok.state = "established";
+  ok.client = "192.0.2.0/24";
+  EXPECT_EQ(check_flows_filter(ok), "");
+  EXPECT_EQ(check_flows_filter({}), "");
+  for (const char* b : {"198.51.100.11", "198.51.100.11:8080", "2001:db8::11", "[2001:db8::11]"}) {
+    FlowsFilterArgs f;
+    f.backend = b;
+    EXPECT_EQ(check_flows_filter(f), "") << b;
+  }
+  auto with = [](std::optional<std::string> FlowsFilterArgs::*field, const char* v) {
+    FlowsFilterArgs f;
+    f.*field = v;
+    return check_flows_filter(f);
+  };
+  EXPECT_EQ(with(&FlowsFilterArgs::service, ""), "--service: expected a service name, got \"\"");
+  EXPECT_EQ(with(&FlowsFilterArgs::backend, "web:80"),
+            "--backend: expected IP, IP:PORT or [IPv6]:PORT, got \"web:80\"");
+  EXPECT_NE(with(&FlowsFilterArgs::backend, "198.51.100.11:0"), "");
+  EXPECT_NE(with(&FlowsFilterArgs::backend, "[2001:db8::11]:"), "");
+  EXPECT_EQ(with(&FlowsFilterArgs::state, "open").rfind("--state: expected one of SYN_SENT, ", 0), 0u);
+  EXPECT_EQ(with(&FlowsFilterArgs::client, "192.0.2.0/33"),
+            "--client: expected IP or IP/PREFIX, got \"192.0.2.0/33\"");
+  EXPECT_EQ(with(&FlowsFilterArgs::client, "2001:db8::/129").rfind("--client: expected", 0), 0u);
+  EXPECT_EQ(with(&FlowsFilterArgs::client, "2001:db8::/64"), "");
+}
+
+// ctl's states are the gateway's: a filter ctl accepts is one GET /flows accepts.
+TEST(CtlFlowsFilter, StatesAreTheGatewaysStates) {
+  EXPECT_EQ(flow_states(), meshgate::ctl::flow_state_names());
+}
+
+TEST(CtlCommands, AMisspeltCommandGetsTheClosestOne) {
+  const std::vector<std::string> cmds = {"services", "flows", "stats", "config", "log-level",
+                                         "flow-rules", "policies", "reload"};
+  EXPECT_EQ(closest_command("servics", cmds), "services");
+  EXPECT_EQ(closest_command("flwos", cmds), "flows");
+  EXPECT_EQ(closest_command("stast", cmds), "stats");
+  EXPECT_EQ(closest_command("loglevel", cmds), "log-level");
+  EXPECT_EQ(closest_command("polices", cmds), "policies");
+  EXPECT_EQ(closest_command("bogus", cmds), "");
+  EXPECT_EQ(closest_command("x", cmds), "");
 }
 
 TEST(CtlFlows, OneAlignedRowPerFlowAndACountLine) {

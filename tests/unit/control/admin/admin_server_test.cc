@@ -1,9 +1,9 @@
 // The admin HTTP server and its bridge to the control loop, over real HTTP on 127.0.0.1 with a
 // stand-in control loop: /ready from flags (503 before the snapshot is live, without a mesh
 // sync, while draining), queries answered on the loop's thread, 503 while the loop does not
-// serve, POST /drain, POST /reload (also without a body), /flows?limit validation, one gateway
-// per address, GET and POST /logging (also without a body). Also the /healthz bookkeeping with
-// made-up clocks.
+// serve, POST /drain, POST /reload (also without a body), /flows?limit validation and filters,
+// one gateway per address, GET and POST /logging (also without a body). Also the /healthz
+// bookkeeping with made-up clocks.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -49,8 +49,9 @@ class FakeLoop {
     while (!stop_) {
       for (auto& q : b_.take()) {
         answered_on = std::this_thread::get_id();
-        q->promise.set_value(
-            text_reply(200, "kind=" + std::to_string(int(q->kind)) + " limit=" + std::to_string(q->limit)));
+        std::string body = "kind=" + std::to_string(int(q->kind)) + " limit=" + std::to_string(q->limit);
+        if (!q->filter.empty()) body += " filter=" + flow_filter_json(q->filter).dump();
+        q->promise.set_value(text_reply(200, body));
       }
       std::this_thread::sleep_for(1ms);
     }
@@ -143,6 +144,21 @@ TEST_F(AdminServerTest, FlowsLimitDefaultsTo100AndIsValidated) {
     EXPECT_EQ(status(bad), 400) << bad;
   }
   EXPECT_NE(body("/flows?limit=0").find("1..100000"), std::string::npos);
+}
+
+TEST_F(AdminServerTest, FlowsFiltersReachTheLoopAndBadValuesAre400) {
+  bridge_.start_serving();
+  FakeLoop loop(bridge_);
+  const std::string kind = "kind=" + std::to_string(int(QueryKind::kFlows));
+  EXPECT_EQ(body("/flows?limit=5&service=web&backend=%5B2001:db8::11%5D:8080&state=established"
+                 "&client=192.0.2.0/24"),
+            kind + R"( limit=5 filter={"backend":"[2001:db8::11]:8080","client":"192.0.2.0/24",)"
+                   R"("service":"web","state":"ESTABLISHED"})" "\n");
+  EXPECT_EQ(status("/flows?state=open"), 400);
+  EXPECT_NE(body("/flows?state=open").find("state: expected one of SYN_SENT"), std::string::npos);
+  EXPECT_EQ(status("/flows?backend=web"), 400);
+  EXPECT_EQ(status("/flows?client=192.0.2.0/40"), 400);
+  EXPECT_EQ(status("/flows?service="), 400);
 }
 
 TEST_F(AdminServerTest, PostDrainRequestsADrainOnceAndGetIsRefused) {
@@ -280,7 +296,7 @@ TEST_F(AdminServerTest, UnknownPathsAre404AndTheIndexListsEndpoints) {
   EXPECT_EQ(status("/nope"), 404);
   const std::string index = body("/");
   for (const char* p : {"/ready", "/healthz", "/stats", "/metrics", "/config_dump", "/flows", "/drain",
-                        "/reload"}) {
+                        "/reload", "/workloads"}) {
     EXPECT_NE(index.find(p), std::string::npos) << p;
   }
 }
