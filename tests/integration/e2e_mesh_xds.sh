@@ -175,6 +175,17 @@ truth() {
   aget "/flows?limit=1000" >"$TMP/flows-$phase.json" || fail "/flows ($phase)"
   "$MG_CTL" --admin "$A" services >"$TMP/services-$phase.txt" || fail "meshgate-ctl services ($phase)"
   cat "$TMP/services-$phase.txt"
+  # meshgate-ctl workloads: both workloads of the mesh, whichever backs the service.
+  "$MG_CTL" --admin "$A" -o json workloads >"$TMP/workloads-$phase.json" || fail "meshgate-ctl workloads ($phase)"
+  python3 - "$TMP/workloads-$phase.json" <<'PY' || fail "meshgate-ctl workloads ($phase): $(cat "$TMP/workloads-$phase.json")"
+import json, sys
+w = {x["uid"]: x for x in json.load(open(sys.argv[1]))["workloads"]}
+assert set(w) == {"cluster1//v1/Pod/demo/web-11", "cluster1//v1/Pod/demo/web-12"}, w
+a = w["cluster1//v1/Pod/demo/web-11"]
+assert a["namespace"] == "demo" and a["addresses"] == ["198.51.100.11"] and a["protocol"] == "TCP", a
+assert a["identity"] == "spiffe://cluster.local/ns/demo/sa/web-v1" and a["waypoint"] is None, a
+PY
+  "$MG_CTL" --admin "$A" workloads | grep -Eq '^demo +[^ ]* *198\.51\.100\.12 ' || fail "workloads table ($phase)"
   python3 - "$phase" "$TMP" <<'PY' || fail "admin API does not show the truth ($phase)"
 import json, sys, time
 phase, tmp = sys.argv[1], sys.argv[2]
