@@ -3,8 +3,9 @@
 # by python3 http.server in a backend namespace (net_af_packet ports on veths, as in
 # e2e_dnat_kernel_peers.sh), and every endpoint's answer is checked with curl + python3:
 # /ready, /healthz, /stats (counters advancing), /metrics (every line parses), /config_dump
-# (the services of the config), /flows (the real flows, one held open), meshgate-ctl services /
-# flows / stats / config, usage errors. Then drain: POST /drain (via meshgate-ctl) keeps the
+# (the services of the config), /flows (the real flows, one held open, and its filters),
+# meshgate-ctl services (table and -o json: active / inactive connections, bytes, rates) / flows
+# (filters) / stats / config / workloads / certificates / policies, usage errors. Then drain: POST /drain (via meshgate-ctl) keeps the
 # established flow flowing, refuses new ones, /ready turns 503, and the gateway exits 0 as soon
 # as the flow closes, with --stats-json; meshgate-ctl then exits 1. A second run drains on
 # SIGTERM with a flow that never closes and stops at drain_timeout_ms.
@@ -257,20 +258,89 @@ grep -Eq '^UDP  203\.0\.113\.10:53 +dnat +dns$' "$TMP/ctl-services.txt" || fail 
 python3 - "$TMP/ctl-services.txt" <<'PY' || fail "services: backend line"
 import sys
 lines = open(sys.argv[1]).read().splitlines()
+assert lines[2].split() == ["->", "Backend:Port", "Weight", "Health", "ActiveConn", "InActConn",
+                            "Conns", "Packets", "InBytes", "OutBytes", "CPS", "InBPS", "OutBPS"], lines[2]
 be = [l.split() for l in lines if l.startswith("  -> 198.51.100.11:8080")]
 assert len(be) == 1, lines
-_, addr, weight, health, active, packets, flows = be[0]
+_, addr, weight, health, active, inactive, conns, packets, inbytes, outbytes, cps, inbps, outbps = be[0]
 assert weight == "1" and health == "healthy", be
-assert int(active) >= 4 and int(packets) > 0 and int(flows) >= 4, be
+# The held connection is established; the three curls are closing (TIME_WAIT).
+assert int(active) >= 1 and int(inactive) >= 3, be
+assert int(packets) > 0 and int(conns) >= 4 and int(inbytes) > 0, be
 # Columns line up: every backend line has its numbers ending at the same offsets.
 rows = [l for l in lines if l.startswith("  -> ")]
 assert len({len(l) for l in rows}) == 1, rows
+PY
+note "meshgate-ctl -o json services: the same rows, rates once two samples were taken"
+for _ in $(seq 1 50); do
+  ctl -o json services >"$TMP/ctl-services.json" || fail "meshgate-ctl -o json services"
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); b=d['services'][0]['backends'][0]; sys.exit(b['conns_per_s'] is None)" \
+    "$TMP/ctl-services.json" && break
+  sleep 0.1
+done
+python3 - "$TMP/ctl-services.json" <<'PY' || fail "-o json services: $(cat "$TMP/ctl-services.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["snapshot_version"] == 1 and d["rate_interval_s"] == 2, d
+assert d["conns_counted"]["available"] and not d["conns_counted"]["more_exist"], d
+svc = {s["name"]: s for s in d["services"]}
+assert set(svc) == {"web", "dns"}
+b = svc["web"]["backends"][0]
+assert b["endpoint"] == "198.51.100.11:8080" and b["active_conns"] >= 1 and b["inactive_conns"] >= 3, b
+assert b["conns"] >= 4 and b["packets"] > 0 and b["bytes_in"] > 0, b
+assert isinstance(b["conns_per_s"], (int, float)) and isinstance(b["bytes_in_per_s"], (int, float)), b
+assert [x["weight"] for x in svc["dns"]["backends"]] == [3, 0]
 PY
 ctl flows >"$TMP/ctl-flows.txt" || fail "meshgate-ctl flows"
 cat "$TMP/ctl-flows.txt"
 grep -Eq '^ +0  TCP +192\.0\.2\.2:[0-9]+ +203\.0\.113\.10:80 +198\.51\.100\.11:8080 +web +dnat +ESTABLISHED +[0-9]+ +[0-9]+$' \
   "$TMP/ctl-flows.txt" || fail "flows: no ESTABLISHED row"
 ctl flows --limit 1 | tail -n 1 | grep -q "^1 flow (limit 1 reached" || fail "flows --limit 1"
+
+note "meshgate-ctl flows filters (GET /flows query parameters, before the limit)"
+ip netns exec "$CLI" bash -c 'echo probe >/dev/udp/203.0.113.10/53' || fail "udp to the dns VIP"
+sleep 0.2
+ctl -o json flows --service web >"$TMP/ctl-flows-web.json" || fail "flows --service web"
+ctl -o json flows --service dns >"$TMP/ctl-flows-dns.json" || fail "flows --service dns"
+ctl -o json flows --state established --limit 1 >"$TMP/ctl-flows-est.json" || fail "flows --state"
+ctl -o json flows --backend 198.51.100.11:8080 --client 192.0.2.0/24 >"$TMP/ctl-flows-be.json" \
+  || fail "flows --backend --client"
+ctl -o json flows --client 192.0.2.128/25 >"$TMP/ctl-flows-none.json" || fail "flows --client"
+python3 - "$TMP" <<'PY' || fail "flows filters"
+import json, sys
+t = sys.argv[1]
+web, dns, est, be, none = (json.load(open(f"{t}/ctl-flows-{n}.json")) for n in ["web", "dns", "est", "be", "none"])
+assert web["filter"] == {"service": "web"} and web["count"] >= 4, web
+assert all(f["service"] == "web" for f in web["flows"]), web
+assert dns["count"] >= 1 and all(f["service"] == "dns" and f["state"] == "UDP" for f in dns["flows"]), dns
+# The limit counts matching flows: the one established flow, nothing left out.
+assert est["count"] == 1 and not est["truncated"] and est["flows"][0]["state"] == "ESTABLISHED", est
+assert be["count"] == web["count"] and all(f["backend"] == "198.51.100.11:8080" for f in be["flows"]), be
+assert none["count"] == 0 and none["flows"] == [], none
+PY
+[[ $(code "http://$A/flows?state=open") == 400 ]] || fail "/flows?state=open must be 400"
+curl -s "http://$A/flows?backend=web" | grep -q "^backend: expected IP, IP:PORT or \[IPv6\]:PORT" \
+  || fail "/flows?backend=web message"
+rc=0; ctl flows --state open 2>/dev/null || rc=$?
+[[ $rc == 2 ]] || fail "flows --state open: exit $rc, expected 2"
+rc=0; ctl servics 2>"$TMP/ctl-err.txt" || rc=$?
+[[ $rc == 2 ]] || fail "misspelt command: exit $rc, expected 2"
+grep -qx 'meshgate-ctl: unknown command "servics"; did you mean "services"?' "$TMP/ctl-err.txt" \
+  || fail "misspelt command: $(cat "$TMP/ctl-err.txt")"
+
+note "meshgate-ctl -o json on the other commands; workloads / certificates / policies without a mesh"
+ctl -o json stats | python3 -c "import json,sys; d=json.load(sys.stdin); assert d['packets_in'] > 0" \
+  || fail "-o json stats"
+ctl -o json flow-rules | python3 -c "import json,sys; d=json.load(sys.stdin); assert 'rules' in d" \
+  || fail "-o json flow-rules"
+[[ $(ctl -o json workloads | python3 -c "import json,sys; print(json.load(sys.stdin))") == "{'workloads': []}" ]] \
+  || fail "-o json workloads"
+[[ $(ctl workloads) == "NAMESPACE  POD NAME  ADDRESS  NODE  WAYPOINT  PROTOCOL" ]] || fail "workloads: $(ctl workloads)"
+[[ $(ctl certificates) == "CERTIFICATE NAME  TYPE  VALID  SERIAL NUMBER  NOT AFTER  NOT BEFORE" ]] \
+  || fail "certificates: $(ctl certificates)"
+[[ $(ctl -o json certificates | python3 -c "import json,sys; print(json.load(sys.stdin))") == "{'certificates': []}" ]] \
+  || fail "-o json certificates"
+[[ $(ctl policies) == "NAMESPACE  POLICY NAME  ACTION  SCOPE" ]] || fail "policies: $(ctl policies)"
 ctl stats >"$TMP/ctl-stats.txt" || fail "meshgate-ctl stats"
 grep -Eq '^packets in +[1-9][0-9]*$' "$TMP/ctl-stats.txt" || fail "stats: packets in"
 grep -Eq '^flows established +[1-9]' "$TMP/ctl-stats.txt" || fail "stats: flows established"

@@ -175,6 +175,17 @@ truth() {
   aget "/flows?limit=1000" >"$TMP/flows-$phase.json" || fail "/flows ($phase)"
   "$MG_CTL" --admin "$A" services >"$TMP/services-$phase.txt" || fail "meshgate-ctl services ($phase)"
   cat "$TMP/services-$phase.txt"
+  # meshgate-ctl workloads: both workloads of the mesh, whichever backs the service.
+  "$MG_CTL" --admin "$A" -o json workloads >"$TMP/workloads-$phase.json" || fail "meshgate-ctl workloads ($phase)"
+  python3 - "$TMP/workloads-$phase.json" <<'PY' || fail "meshgate-ctl workloads ($phase): $(cat "$TMP/workloads-$phase.json")"
+import json, sys
+w = {x["uid"]: x for x in json.load(open(sys.argv[1]))["workloads"]}
+assert set(w) == {"cluster1//v1/Pod/demo/web-11", "cluster1//v1/Pod/demo/web-12"}, w
+a = w["cluster1//v1/Pod/demo/web-11"]
+assert a["namespace"] == "demo" and a["addresses"] == ["198.51.100.11"] and a["protocol"] == "TCP", a
+assert a["identity"] == "spiffe://cluster.local/ns/demo/sa/web-v1" and a["waypoint"] is None, a
+PY
+  "$MG_CTL" --admin "$A" workloads | grep -Eq '^demo +[^ ]* *198\.51\.100\.12 ' || fail "workloads table ($phase)"
   python3 - "$phase" "$TMP" <<'PY' || fail "admin API does not show the truth ($phase)"
 import json, sys, time
 phase, tmp = sys.argv[1], sys.argv[2]
@@ -233,9 +244,9 @@ active = sum(1 for f in flows["flows"] if f["backend"] == live + ":8080" and f["
 assert [l.split() for l in services if l.startswith("TCP ")] == [["TCP", "203.0.113.20:80", "dnat", name]], services
 rows = [l.split() for l in services if l.startswith("  -> ") and "Backend:Port" not in l]
 assert [r[1] for r in rows] == [live + ":8080"], rows
-_, addr, weight, health, act, packets, created = rows[0]
+_, addr, weight, health, act, inact, created, packets = rows[0][:8]
 assert weight == str(s["endpoints"][0]["weight"]) and health == "healthy", rows
-assert int(act) == active and active >= (2 if phase == "before" else 4), (act, active)
+assert int(act) + int(inact) == active and active >= (2 if phase == "before" else 4), (act, inact, active)
 assert int(packets) > 0 and int(created) >= active, rows
 assert not any(gone in l for l in services), services
 print(f"truth {phase}: {addr} weight {weight}, {act} active flows, snapshot {cfg['snapshot_version']}, "
