@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <filesystem>
@@ -161,6 +162,24 @@ EalPlan plan_eal(const Config& cfg, uint32_t workers, uint32_t mbufs,
   if (!any_pci) a.push_back("--no-pci");
   a.push_back(std::string("--log-level=") + (level >= LogLevel::kDebug ? "info" : "warning"));
   return plan;
+}
+
+std::string eal_failure_hint(const EalPlan& plan, bool user_args, uint64_t free_hugepage_mb) {
+  const std::string mb = std::to_string(plan.memory_mb);
+  if (!user_args) {
+    // The defaults already chose --no-huge when hugepages were short: what is left is access.
+    return "the EAL could not start with meshgate's defaults (" +
+           std::string(plan.hugepages ? "hugepages" : "--no-huge -m " + mb) +
+           "): run as root, or with CAP_SYS_ADMIN, CAP_IPC_LOCK and CAP_NET_RAW";
+  }
+  const bool no_huge = std::find(plan.args.begin(), plan.args.end(), "--no-huge") != plan.args.end();
+  if (!no_huge && free_hugepage_mb < plan.memory_mb) {
+    return "no hugepages for the " + mb + " MiB meshgate estimated (" +
+           std::to_string(free_hugepage_mb) + " MiB free): run without them with "
+           "'-- --no-huge -m " + mb + "', or reserve hugepages (/sys/kernel/mm/hugepages)";
+  }
+  return "with your EAL arguments give at least -m " + mb + " (or --socket-mem), the memory "
+         "meshgate estimated" + (no_huge ? "" : ", and --no-huge without hugepages");
 }
 
 Result<bool> init_eal(const EalPlan& plan) {

@@ -39,4 +39,11 @@ EalPlan plan_eal(const Config& cfg, uint32_t workers, uint32_t mbufs,
 // rte_eal_init with the plan. Error text on failure.
 Result<bool> init_eal(const EalPlan& plan);
 
+// What to do after rte_eal_init failed with `plan` (its `memory_mb` is meshgate's estimate),
+// given the hugepage memory the host has free: with the user's EAL arguments and too few free
+// hugepages for the estimate, "-- --no-huge -m <MB>" with that estimate; with --no-huge (or
+// -m / --socket-mem) of their own, the figure to give; with the default arguments, the
+// privileges the EAL needs. Pure function.
+std::string eal_failure_hint(const EalPlan& plan, bool user_args, uint64_t free_hugepage_mb);
+
 }  // namespace meshgate::ctl
