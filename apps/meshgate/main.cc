@@ -45,6 +45,10 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "error | warn | info | debug");
   app.add_option("--log-format", log_format, "text (key=value) | json (an object per line)")
       ->check(CLI::IsMember({"text", "json"}));
+  app.add_flag("--progress", opt.progress,
+               "replay: progress lines on stderr also when it is not a terminal");
+  app.add_flag("--promiscuous", opt.promiscuous,
+               "replay: the replayed port takes frames to any MAC (a capture made elsewhere)");
   try {
     app.parse(own_argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -62,9 +66,13 @@ int main(int argc, char** argv) {
   set_log_format(format);
   opt.log_level = level;
   opt.eal_args = std::move(eal_args);
-  if (!opt.pcap_out.empty() && opt.pcap_in.empty()) {
-    std::fprintf(stderr, "meshgate: --pcap-out needs --pcap-in\n");
-    return kExitUsage;
+  for (const auto& [flag, given] : {std::pair{"--pcap-out", !opt.pcap_out.empty()},
+                                    std::pair{"--progress", opt.progress},
+                                    std::pair{"--promiscuous", opt.promiscuous}}) {
+    if (given && opt.pcap_in.empty()) {
+      std::fprintf(stderr, "meshgate: %s needs --pcap-in\n", flag);
+      return kExitUsage;
+    }
   }
   // Output files are checked before anything starts: a replay must not run to its end and
   // then find it cannot write its result.

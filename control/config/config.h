@@ -160,6 +160,11 @@ struct PortConfig {
   // that the gateway does not serve itself, and what the kernel sends out through the port.
   // Empty: none.
   std::string host_interface;
+  // Take unicast frames to any MAC, not only the port's own (the NIC in promiscuous mode, the
+  // L2 check off): a capture made elsewhere, whose frames are addressed to another host's MAC,
+  // is processed as if sent to this port. Off by default: on a shared segment it would make
+  // the gateway forward traffic meant for its neighbours.
+  bool promiscuous = false;
   SourcePos pos;
 };
 

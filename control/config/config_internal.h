@@ -112,7 +112,7 @@ inline constexpr std::string_view kBgpKeys[] = {"local_as", "router_id", "hold_t
 inline constexpr std::string_view kBgpPeerKeys[] = {"address", "remote_as", "password"};
 inline constexpr std::string_view kPortKeys[] = {
     "name", "device", "addresses", "mac", "rx_descriptors", "tx_descriptors", "mtu",
-    "host_interface"};
+    "host_interface", "promiscuous"};
 inline constexpr std::string_view kRouteKeys[] = {"prefix", "via", "port"};
 inline constexpr std::string_view kNeighborKeys[] = {"address", "mac", "port"};
 inline constexpr std::string_view kServiceKeys[] = {

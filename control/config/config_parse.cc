@@ -418,6 +418,7 @@ PortConfig Parser::parse_port(const toml::table& t, const std::string& p) {
   read_int(t, p, "tx_descriptors", kDescriptorsSpec, port.tx_descriptors);
   read_int(t, p, "mtu", kMtuSpec, port.mtu);
   read_string(t, p, "host_interface", port.host_interface);
+  read_bool(t, p, "promiscuous", port.promiscuous);
   return port;
 }
 

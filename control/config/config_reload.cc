@@ -68,6 +68,7 @@ void ports(Differ& d, const Config& a, const Config& b) {
            d.key(join(k, "tx_descriptors"), x.tx_descriptors, y.tx_descriptors, kWhyPort);
            d.key(join(k, "mtu"), x.mtu, y.mtu, kWhyPort);
            d.key(join(k, "host_interface"), x.host_interface, y.host_interface, kWhyPort);
+           d.key(join(k, "promiscuous"), x.promiscuous, y.promiscuous, kWhyPort);
          });
 }
 

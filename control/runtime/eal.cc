@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <filesystem>
@@ -217,6 +218,22 @@ void route_dpdk_logs() {
     return f;
   }();
   if (stream) rte_openlog_stream(stream);
+std::string eal_failure_hint(const EalPlan& plan, bool user_args, uint64_t free_hugepage_mb) {
+  const std::string mb = std::to_string(plan.memory_mb);
+  if (!user_args) {
+    // The defaults already chose --no-huge when hugepages were short: what is left is access.
+    return "the EAL could not start with meshgate's defaults (" +
+           std::string(plan.hugepages ? "hugepages" : "--no-huge -m " + mb) +
+           "): run as root, or with CAP_SYS_ADMIN, CAP_IPC_LOCK and CAP_NET_RAW";
+  }
+  const bool no_huge = std::find(plan.args.begin(), plan.args.end(), "--no-huge") != plan.args.end();
+  if (!no_huge && free_hugepage_mb < plan.memory_mb) {
+    return "no hugepages for the " + mb + " MiB meshgate estimated (" +
+           std::to_string(free_hugepage_mb) + " MiB free): run without them with "
+           "'-- --no-huge -m " + mb + "', or reserve hugepages (/sys/kernel/mm/hugepages)";
+  }
+  return "with your EAL arguments give at least -m " + mb + " (or --socket-mem), the memory "
+         "meshgate estimated" + (no_huge ? "" : ", and --no-huge without hugepages");
 }
 
 Result<bool> init_eal(const EalPlan& plan) {

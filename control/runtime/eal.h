@@ -52,4 +52,11 @@ LogLevel log_level_of_dpdk(uint32_t rte_level);
 // (DPDK's debug level is per-driver tracing: ask for it with EAL arguments after `--`).
 const char* dpdk_log_threshold(LogLevel level);
 
+// What to do after rte_eal_init failed with `plan` (its `memory_mb` is meshgate's estimate),
+// given the hugepage memory the host has free: with the user's EAL arguments and too few free
+// hugepages for the estimate, "-- --no-huge -m <MB>" with that estimate; with --no-huge (or
+// -m / --socket-mem) of their own, the figure to give; with the default arguments, the
+// privileges the EAL needs. Pure function.
+std::string eal_failure_hint(const EalPlan& plan, bool user_args, uint64_t free_hugepage_mb);
+
 }  // namespace meshgate::ctl

@@ -123,6 +123,14 @@ Result<std::vector<dp::PortRuntime>> setup_ports(const std::vector<PortSetup>& s
       }
       rt.mac = *pc.mac;
     }
+    if (setups[i].promiscuous) {
+      // Frames to other MACs must reach the workers, which then skip their own MAC check.
+      rc = rte_eth_promiscuous_enable(port_id);
+      if (rc != 0 && rc != -ENOTSUP) {
+        return Error{"port " + pc.name + ": promiscuous mode: " + rte_strerror(-rc)};
+      }
+      rt.promiscuous = true;
+    }
     rc = rte_eth_dev_start(port_id);
     if (rc != 0) return Error{"port " + pc.name + ": start failed: " + rte_strerror(-rc)};
 

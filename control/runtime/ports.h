@@ -17,6 +17,7 @@ namespace meshgate::ctl {
 struct PortSetup {
   const PortConfig* config = nullptr;
   std::string device;  // possibly replaced (replay)
+  bool promiscuous = false;  // [[port]] promiscuous, or --promiscuous on the replayed port
 };
 
 // The RSS key we program (the well-known Microsoft Toeplitz key), 40 bytes.

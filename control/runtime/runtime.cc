@@ -256,7 +256,7 @@ class GatewayRun {
   void notify_stopping_once(const char* status);
   bool workers_done() const;
   void fan_out_neighbors();
-  void show_progress();
+  void show_progress(bool last = false);
 
   // The running config, owned here. cfg_ and what was given it at start (Admin, MeshRuntime)
   // read it in place on the control thread, so a reload that replaces its contents reaches
@@ -311,7 +311,8 @@ class GatewayRun {
   std::chrono::steady_clock::time_point drain_start_, drain_deadline_, withdraw_deadline_;
   const char* drain_trigger_ = "";
   bool progress_ = false;
-  std::chrono::steady_clock::time_point last_progress_;
+  bool progress_tty_ = false;  // a terminal: one line redrawn; otherwise a line per report
+  std::chrono::steady_clock::time_point last_progress_, replay_start_;
   uint64_t last_rx_ = 0;
 };
 
@@ -332,7 +333,7 @@ int GatewayRun::plan_workers() {
         dp::kMaxWorkers, dp::kMaxPorts, workers_, cfg_.ports.size());
     return kExitUsage;
   }
-  for (const auto& p : cfg_.ports) setups_.push_back(PortSetup{&p, p.device});
+  for (const auto& p : cfg_.ports) setups_.push_back(PortSetup{&p, p.device, p.promiscuous});
   if (replay_) {
     for (const std::string& f : {opt_.pcap_in, opt_.pcap_out}) {
       if (f.find(',') != std::string::npos) {
@@ -354,6 +355,7 @@ int GatewayRun::plan_workers() {
     }
     const std::string out = opt_.pcap_out.empty() ? "/dev/null" : opt_.pcap_out;
     setups_[0].device = "net_pcap_replay0,rx_pcap=" + opt_.pcap_in + ",tx_pcap=" + out;
+    setups_[0].promiscuous |= opt_.promiscuous;
   }
   return kExitOk;
 }
@@ -438,11 +440,7 @@ int GatewayRun::start_eal() {
         "hint=\"%s\"",
         r.error().message.c_str(), plan_.memory_mb, plan_.hugepages ? "yes" : "no",
         (unsigned long)free_hugepage_mb(), opt_.eal_args.empty() ? "default" : "user",
-        opt_.eal_args.empty()
-            ? "check that the EAL can run here (root, /dev/hugepages or --no-huge memory)"
-            : ("with your EAL arguments, give at least -m " + std::to_string(plan_.memory_mb) +
-               " (or --socket-mem) and, without hugepages, --no-huge")
-                  .c_str());
+        eal_failure_hint(plan_, !opt_.eal_args.empty(), free_hugepage_mb()).c_str());
     return kExitRuntime;
   }
   // What the EAL really has (user arguments after `--` replace the plan's).
@@ -673,6 +671,7 @@ bool GatewayRun::publish_first_snapshot() {
 bool GatewayRun::start_workers() {
   if (!create_rings() || !init_workers()) return false;
   if (replay_) log(LogLevel::kInfo, "replay_start", "packets=%lu", (unsigned long)replay_packets_);
+  replay_start_ = std::chrono::steady_clock::now();
   for (auto& s : slots_) rte_eal_remote_launch(worker_main, s.worker, s.lcore);
   if (host_) host_->start();
   log(LogLevel::kInfo, "workers_started", "workers=%u", workers_);
@@ -903,7 +902,8 @@ void GatewayRun::update_announcements() {
 // and SIGTERM during a replay, stop at once.
 void GatewayRun::control_loop() {
   // 1 ms period; nothing here is on the packet path.
-  progress_ = replay_ && isatty(STDERR_FILENO);
+  progress_tty_ = isatty(STDERR_FILENO);
+  progress_ = replay_ && (progress_tty_ || opt_.progress);
   last_progress_ = std::chrono::steady_clock::now();
   for (;;) {
     const auto now = std::chrono::steady_clock::now();
@@ -1037,15 +1037,23 @@ void GatewayRun::fan_out_neighbors() {
   }
 }
 
-void GatewayRun::show_progress() {
+// Once a second, and (`last`) once at the end with the whole replay's rate, so a replay shorter
+// than a second still reports.
+void GatewayRun::show_progress(bool last) {
   const auto now = std::chrono::steady_clock::now();
+  if (last) {
+    last_progress_ = replay_start_;
+    last_rx_ = 0;
+  }
   const double dt = std::chrono::duration<double>(now - last_progress_).count();
-  if (dt < 1.0) return;
+  if (dt < 1.0 && !last) return;
   const StatsTotals t = sum_counters(views_);
-  std::fprintf(stderr, "\rreplay: %lu/%lu packets (%.1f%%), %.2f Mpps   ",
-               (unsigned long)t.packets_in, (unsigned long)replay_packets_,
+  std::fprintf(stderr, "%sreplay: %lu/%lu packets (%.1f%%), %.2f Mpps%s",
+               progress_tty_ ? "\r" : "", (unsigned long)t.packets_in,
+               (unsigned long)replay_packets_,
                replay_packets_ ? 100.0 * double(t.packets_in) / double(replay_packets_) : 100.0,
-               double(t.packets_in - last_rx_) / dt / 1e6);
+               dt > 0 ? double(t.packets_in - last_rx_) / dt / 1e6 : 0.0,
+               progress_tty_ && !last ? "   " : "\n");
   last_rx_ = t.packets_in;
   last_progress_ = now;
 }
@@ -1061,11 +1069,17 @@ int GatewayRun::finish() {
   if (mesh_rt_) mesh_rt_->stop();
   if (cert_provider_) cert_provider_->stop();
   if (admin_) admin_->stop();
-  if (progress_) std::fprintf(stderr, "\n");
+  const double elapsed_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - replay_start_).count();
+  if (progress_) show_progress(true);
 
   const std::vector<PortCounters> port_counters = read_port_counters(ports_);
   std::fputs(summary_text(views_, reg_->stats, publisher_.current(), port_counters).c_str(),
              stdout);
+  if (replay_) {
+    const StatsTotals in = sum_counters(views_);
+    std::fputs(replay_rate_text(in.packets_in, in.bytes_in, elapsed_s).c_str(), stdout);
+  }
   std::fflush(stdout);
   if (!opt_.stats_json.empty()) {
     std::ofstream f(opt_.stats_json);

@@ -19,6 +19,8 @@ struct RunOptions {
   uint32_t workers = 0;  // overrides [gateway] workers when > 0
   std::vector<std::string> eal_args;
   LogLevel log_level = LogLevel::kInfo;
+  bool progress = false;     // replay progress on stderr even when it is not a terminal
+  bool promiscuous = false;  // replay: the replayed port takes frames to any MAC
 };
 
 // Exit codes (README.md "Running it").

@@ -4,6 +4,7 @@
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 
@@ -156,6 +157,7 @@ StatsTotals sum_counters(const std::vector<const dp::WorkerCounters*>& counters)
     t.flows_evicted += counter_read(c.flows_evicted);
     t.icmp_errors_translated += counter_read(c.icmp_errors_translated);
     t.icmp_errors_sent += counter_read(c.icmp_errors_sent);
+    t.resets_sent += counter_read(c.resets_sent);
     t.icmp_rate_limited += counter_read(c.icmp_rate_limited);
     t.fragments_followed += counter_read(c.fragments_followed);
     t.busy_loops += counter_read(c.busy_loops);
@@ -180,6 +182,18 @@ std::vector<PortCounters> read_port_counters(const std::vector<dp::PortRuntime>&
       c.ierrors = st.ierrors;
       c.oerrors = st.oerrors;
       c.rx_nombuf = st.rx_nombuf;
+    }
+    const int n = rte_eth_xstats_get(p.port_id, nullptr, 0);
+    if (n > 0) {
+      std::vector<rte_eth_xstat> xs(static_cast<size_t>(n));
+      std::vector<rte_eth_xstat_name> names(static_cast<size_t>(n));
+      const int got = rte_eth_xstats_get(p.port_id, xs.data(), uint32_t(n));
+      const int named = rte_eth_xstats_get_names(p.port_id, names.data(), uint32_t(n));
+      for (int k = 0; k < std::min(got, named); ++k) {
+        if (xs[size_t(k)].value == 0 || xs[size_t(k)].id >= uint64_t(named)) continue;
+        if (c.xstats.size() == kMaxPortXstats) break;
+        c.xstats.emplace_back(names[size_t(xs[size_t(k)].id)].name, xs[size_t(k)].value);
+      }
     }
     out.push_back(std::move(c));
   }
@@ -217,6 +231,7 @@ nlohmann::json stats_json(const std::vector<const dp::Worker*>& workers,
   j["handoff_out"] = t.handoff_out;
   j["icmp_errors_translated"] = t.icmp_errors_translated;
   j["icmp_errors_sent"] = t.icmp_errors_sent;
+  j["resets_sent"] = t.resets_sent;
   j["icmp_rate_limited"] = t.icmp_rate_limited;
   j["fragments_followed"] = t.fragments_followed;
   j["arp_replies"] = t.arp_replies;
@@ -229,7 +244,10 @@ nlohmann::json stats_json(const std::vector<const dp::Worker*>& workers,
   j["tsc_hz"] = rte_get_tsc_hz();  // busy_cycles per second
   nlohmann::json pa = nlohmann::json::array();
   for (const PortCounters& p : ports) {
+    nlohmann::json xj = nlohmann::json::object();
+    for (const auto& [name, v] : p.xstats) xj[name] = v;
     pa.push_back({{"name", p.name},
+                  {"xstats", xj},
                   {"ipackets", p.ipackets},
                   {"opackets", p.opackets},
                   {"ibytes", p.ibytes},
@@ -348,6 +366,23 @@ nlohmann::json stats_json(const std::vector<const dp::Worker*>& workers,
   return j;
 }
 
+std::string l2_hint(uint64_t packets_in, uint64_t l2_not_for_us) {
+  if (packets_in == 0 || l2_not_for_us * 2 <= packets_in) return "";
+  return "  hint              most frames were for another MAC (l2_not_for_us); replaying a "
+         "capture from elsewhere? set promiscuous = true on the port or pass --promiscuous\n";
+}
+
+std::string replay_rate_text(uint64_t packets, uint64_t bytes, double seconds) {
+  const double bps = seconds > 0 ? double(bytes) / seconds : 0;
+  const double pps = seconds > 0 ? double(packets) / seconds : 0;
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "Actual: %" PRIu64 " packets (%" PRIu64 " bytes) processed in %.6f seconds\n"
+                "Rated: %.1f Bps, %.2f Mbps, %.2f pps\n",
+                packets, bytes, seconds > 0 ? seconds : 0.0, bps, bps * 8 / 1e6, pps);
+  return buf;
+}
+
 std::string summary_text(const std::vector<const dp::Worker*>& workers,
                          const StatRegistry& registry, const dp::Snapshot* snap,
                          const std::vector<PortCounters>& ports) {
@@ -363,6 +398,10 @@ std::string summary_text(const std::vector<const dp::Worker*>& workers,
   add("  packets out       %12" PRIu64 "  (%" PRIu64 " bytes)\n", t.packets_out, t.bytes_out);
   add("  generated         %12" PRIu64 "  (ARP requests %" PRIu64 ", neighbor solicitations %" PRIu64 ")\n",
       t.generated, t.arp_requests, t.nd_solicits);
+  if (t.resets_sent) {
+    add("  drain resets      %12" PRIu64 "  (TCP RSTs refusing new connections while draining)\n",
+        t.resets_sent);
+  }
   add("  consumed          %12" PRIu64 "  (ARP replies / neighbor advertisements learned)\n", t.consumed);
   add("  answered          ARP %" PRIu64 ", NDP %" PRIu64 ", echo %" PRIu64 "\n", t.arp_replies,
       t.nd_adverts, t.echo_replies);
@@ -380,6 +419,7 @@ std::string summary_text(const std::vector<const dp::Worker*>& workers,
   for (uint32_t r = 1; r < dp::kNumDrops; ++r) {
     if (t.drops[r]) add("    %-26s %10" PRIu64 "\n", dp::kDropNames[r], t.drops[r]);
   }
+  s += l2_hint(t.packets_in, t.drops[uint32_t(dp::Drop::kL2NotForUs)]);
   add("  flows created     %12" PRIu64 "\n", t.flows_created);
   add("  flows expired     %12" PRIu64 "\n", t.flows_expired);
   add("  flows active      %12" PRIu64 "\n", t.flows_active);

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "control/snapshot/stat_registry.h"
@@ -27,6 +29,7 @@ struct StatsTotals {
   uint64_t handoff_in = 0, handoff_out = 0, flows_evicted = 0;
   uint64_t host_in = 0, host_out = 0;  // from / to the ports' kernel twins
   uint64_t icmp_errors_translated = 0, icmp_errors_sent = 0, icmp_rate_limited = 0;
+  uint64_t resets_sent = 0;
   uint64_t fragments_followed = 0;
   // Every packet is accounted for: what came in, was made here or was handed over left, stayed,
   // was handed on (to another worker or a kernel twin), or was dropped. Summed over workers
@@ -62,7 +65,11 @@ struct PortCounters {
   std::string name;  // [[port]] name
   uint64_t ipackets = 0, opackets = 0, ibytes = 0, obytes = 0;
   uint64_t imissed = 0, ierrors = 0, oerrors = 0, rx_nombuf = 0;
+  // The driver's extended counters (rte_eth_xstats_get) that are not zero, in the driver's
+  // order, at most kMaxPortXstats of them: /stats only (their names vary by driver).
+  std::vector<std::pair<std::string, uint64_t>> xstats;
 };
+inline constexpr size_t kMaxPortXstats = 64;
 // Control thread only (rte_eth_stats_get is not for workers): every port's counters, in
 // `ports` order. A port whose driver cannot tell gives zeros.
 std::vector<PortCounters> read_port_counters(const std::vector<dp::PortRuntime>& ports);
@@ -87,9 +94,19 @@ nlohmann::json stats_json(const std::vector<const dp::Worker*>& workers,
                           const StatRegistry& registry, const dp::Snapshot* snap,
                           const std::vector<PortCounters>& ports);
 
-// Human-readable end-of-run summary, with a line per port.
+// Human-readable end-of-run summary, with a line per port. When more than half the packets
+// in were dropped as l2_not_for_us it says how to take them (l2_hint).
 std::string summary_text(const std::vector<const dp::Worker*>& workers,
                          const StatRegistry& registry, const dp::Snapshot* snap,
                          const std::vector<PortCounters>& ports);
+
+// The hint line for a run whose input went mostly (more than half of `packets_in`) to other
+// MACs, "" otherwise: a capture made elsewhere, replayed without promiscuous mode.
+std::string l2_hint(uint64_t packets_in, uint64_t l2_not_for_us);
+
+// A replay's closing lines, as tcpreplay ends its own: "Actual: N packets (B bytes) processed
+// in S seconds" and "Rated: X Bps, Y Mbps, Z pps" (Mbps = 10^6 bits per second). `seconds`
+// of 0 or less gives rates of 0.
+std::string replay_rate_text(uint64_t packets, uint64_t bytes, double seconds);
 
 }  // namespace meshgate::ctl

@@ -8,6 +8,7 @@
 
 #include "dataplane/lb/affinity.h"
 #include "dataplane/lb/lb.h"
+#include "dataplane/lb/tcp_reset.h"
 #include "dataplane/local/local_stage.h"
 #include "dataplane/nat/icmp_stage.h"
 #include "dataplane/nat/translate.h"
@@ -141,6 +142,9 @@ void stage_flow(WorkerCtx& c, Burst& b, rte_mbuf** pkts, uint16_t n) {
         b.next[i] = kNextMiss;
         break;
       case FlowAction::kDrop:
+        // A drain refuses new connections out loud: the client tries another gateway now,
+        // not after its SYN retransmission timeouts.
+        if (v.drop == Drop::kDraining && refusable_syn(m)) send_tcp_reset(c, b, mb, i);
         b.set_drop(i, v.drop);
         break;
     }

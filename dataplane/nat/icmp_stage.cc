@@ -162,15 +162,8 @@ void send_icmp_error(WorkerCtx& c, Burst& b, const rte_mbuf* orig, const PacketM
   // as if it came from the path beyond us. (Errors about untranslated packets match no flow.)
   int unused;
   translate_icmp_error(c, mb, m, &unused, ~0u);
-  Drop why = Drop::kNone;
   counter_add(c.counters.icmp_errors_sent, 1);
-  Extra& x = b.extra[i];
-  x.next = route_one(c, b, mb, m, Egress{}, i, &x.port, &x.nh, &why);
-  if (x.next == kNextDrop) {
-    c.drop(mb, why);
-    return;
-  }
-  x.m = mb;
+  route_generated(c, b, mb, m, i);
 }
 
 void drop_ttl_exceeded(WorkerCtx& c, Burst& b, const rte_mbuf* mb, uint16_t i) {

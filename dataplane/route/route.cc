@@ -141,6 +141,17 @@ Next route_one(WorkerCtx& c, Burst& b, rte_mbuf* mb, PacketMeta& m, const Egress
   return route_packet(c, b, mb, m, eg, i, out_port, nh_out, why);
 }
 
+void route_generated(WorkerCtx& c, Burst& b, rte_mbuf* mb, PacketMeta& m, uint16_t i) {
+  Drop why = Drop::kNone;
+  Extra& x = b.extra[i];
+  x.next = route_packet(c, b, mb, m, Egress{}, i, &x.port, &x.nh, &why);
+  if (x.next == kNextDrop) {
+    c.drop(mb, why);
+    return;
+  }
+  x.m = mb;
+}
+
 void stage_route(WorkerCtx& c, Burst& b, rte_mbuf** pkts, uint16_t n) {
   for (uint16_t i = 0; i < n; ++i) {
     if (b.next[i] != kNextRoute) continue;

@@ -16,6 +16,10 @@ void stage_route(WorkerCtx& c, Burst& b, rte_mbuf** pkts, uint16_t n);
 // DSR encapsulation, neighbor, L2. Returns kNextTx / kNextPending / kNextDrop.
 Next route_one(WorkerCtx& c, Burst& b, rte_mbuf* m, PacketMeta& meta, const Egress& eg,
                uint16_t i, uint16_t* out_port, IpAddr* nh, Drop* why);
+// Routes `mb`, a packet the gateway made about packet `i` (an ICMP error, a RST; parsed as
+// `m`), into slot i's extra packet, so it leaves in i's place; dropped under its reason when
+// it cannot be routed.
+void route_generated(WorkerCtx& c, Burst& b, rte_mbuf* mb, PacketMeta& m, uint16_t i);
 // Sends what waits for a neighbor that resolved; drops what waited too long.
 void service_pending(WorkerCtx& c);
 // The port a packet to `a` leaves through by the snapshot's routes, or -1 (no route).

@@ -25,7 +25,9 @@ bool stack_source_allowed(const Snapshot& s, const PacketMeta& m) {
 
 void stage_parse(WorkerCtx& c, Burst& b, uint16_t in_port, rte_mbuf** pkts, uint16_t n) {
   const bool handed = in_port == kFromHandoff;
-  const MacAddr* our_mac = handed ? nullptr : &c.p.ports[in_port].mac;
+  // A promiscuous port takes every unicast frame as its own (a capture made elsewhere).
+  const MacAddr* our_mac =
+      handed || c.p.ports[in_port].promiscuous ? nullptr : &c.p.ports[in_port].mac;
   for (uint16_t i = 0; i < n; ++i) {
     if (i + 2 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 2], void*));
     rte_mbuf* m = pkts[i];

@@ -42,6 +42,7 @@ struct MG_CACHE_ALIGNED WorkerCounters {
   uint64_t icmp_errors_translated = 0;
   uint64_t icmp_errors_sent = 0;   // time exceeded, fragmentation needed / packet too big
   uint64_t icmp_rate_limited = 0;  // errors not sent: over the rate limit
+  uint64_t resets_sent = 0;        // TCP RSTs refusing new connections during a drain
   uint64_t fragments_followed = 0; // later fragments translated like their first
   uint64_t arp_replies = 0;
   uint64_t nd_adverts = 0;

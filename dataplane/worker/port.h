@@ -17,6 +17,7 @@ struct PortRuntime {
   uint16_t index = 0;    // index in the runtime's port array (what routes and neighbors use)
   MacAddr mac;
   uint16_t mtu = 1500;
+  bool promiscuous = false;  // [[port]] promiscuous: unicast frames to any MAC are ours
   std::vector<IpPrefix> addresses;
   // RSS as programmed, so software Toeplitz can predict the queue of a reply (port selection).
   uint64_t rss_hf = 0;

@@ -361,8 +361,16 @@ wait_for 5 grep -q "event=drain_start trigger=admin established=1" "$TMP/gateway
 [[ $(code "http://$A/ready") == 503 ]] || fail "/ready must be 503 while draining"
 [[ $(curl -s "http://$A/ready") == "not ready: draining" ]] || fail "/ready body while draining"
 [[ $(code "http://$A/healthz") == 200 ]] || fail "/healthz while draining"
-rc=0; ip netns exec "$CLI" curl -sS --max-time 2 http://203.0.113.10/hello.txt >/dev/null 2>&1 || rc=$?
+# A new connection is refused with a RST: the client fails at once with "Connection refused"
+# (curl exit 7) and can try another gateway, instead of retrying its SYN until a timeout (28).
+refuse_t0=$(date +%s%N)
+rc=0; ip netns exec "$CLI" curl -sS --max-time 5 http://203.0.113.10/hello.txt >/dev/null 2>"$TMP/refused.err" || rc=$?
+refuse_ms=$(( ($(date +%s%N) - refuse_t0) / 1000000 ))
 [[ $rc != 0 ]] || fail "a new connection was accepted while draining"
+[[ $rc == 7 ]] || fail "a new connection while draining: curl exit $rc ($(cat "$TMP/refused.err")), expected 7 (refused by a RST)"
+(( refuse_ms < 1000 )) || fail "the refusal took ${refuse_ms} ms: expected at once"
+(( $(get /stats | python3 -c "import json,sys; print(json.load(sys.stdin)['resets_sent'])") >= 1 )) \
+  || fail "no resets_sent in /stats"
 # grep reads the whole page: with -q it could exit before curl finished writing, and pipefail
 # would fail the line on curl's "Failed writing body" although the sample was there.
 get /metrics | grep -x "meshgate_draining 1" >/dev/null || fail "meshgate_draining"

@@ -111,6 +111,21 @@ TEST(Proxy, BackendThatRefusesResetsTheClient) {
   EXPECT_EQ(s.sessions_active, 0u);
 }
 
+// During a drain the stack refuses a new connection with a RST: the client fails over at once.
+TEST(Proxy, DrainRefusesNewConnectionsWithAReset) {
+  Net n(config(""), HarnessOptions{});
+  n.h.worker().set_draining(true);
+  n.stats();  // the worker's proxy takes the drain state at its next burst
+  const TcpConnId c = n.connect(80);
+  n.pass_ms(20);
+  EXPECT_TRUE(n.peer.conns[c].reset);
+  EXPECT_FALSE(n.peer.conns[c].connected);
+  EXPECT_TRUE(n.peer.accepted.empty()) << "no backend connection for a refused client";
+  const dp::ProxyStats& s = n.stats();
+  EXPECT_EQ(s.proxy[dp::kPxRefusedDraining], 1u);
+  EXPECT_EQ(s.proxy[dp::kPxAccepted], 0u);
+}
+
 TEST(Proxy, ResetsPropagateInBothDirections) {
   Net n(config(""), HarnessOptions{});
   // The client resets: the backend sees a RST.

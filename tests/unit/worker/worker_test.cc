@@ -1047,10 +1047,70 @@ TEST(WorkerDrain, draining_refuses_new_flows_and_keeps_existing_ones) {
   h.send(tcp_frame("192.0.2.70", 7000, "203.0.113.10", 80, pkt::kTcpAck), kT0 + 1);
   EXPECT_EQ(h.worker().flows().established(), 0u) << "no SYN-ACK seen yet";
   h.worker().set_draining(true);
-  EXPECT_TRUE(h.send(tcp_frame("192.0.2.71", 7001, "203.0.113.10", 80, pkt::kTcpSyn), kT0 + 2).empty());
+  // The refused SYN is answered by a RST (drain_refuses_a_new_connection_with_a_rst), never
+  // forwarded.
+  const auto out = h.send(tcp_frame("192.0.2.71", 7001, "203.0.113.10", 80, pkt::kTcpSyn), kT0 + 2);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(pkt::decode(out[0]).tcp_flags, pkt::kTcpRst | pkt::kTcpAck);
   EXPECT_EQ(h.drops(Drop::kDraining), 1u);
   EXPECT_EQ(h.send(tcp_frame("192.0.2.70", 7000, "203.0.113.10", 80, pkt::kTcpAck | pkt::kTcpPsh), kT0 + 3).size(), 1u);
   EXPECT_EQ(h.counters().flows_created, 1u);
+}
+
+// RFC 9293 3.10.7.1: a segment without ACK to a closed port gets
+// <SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>; SEG.LEN counts the SYN and any payload. The RST
+// comes from the VIP, back to the client through its next hop.
+TEST(WorkerDrain, drain_refuses_a_new_connection_with_a_rst) {
+  struct Case {
+    const char* what;
+    const char* client;
+    const char* vip;
+    size_t payload;
+    uint32_t want_ack;  // tcp_frame's SYNs carry seq 1000
+  };
+  const Case cases[] = {
+      {"IPv4 SYN", "192.0.2.71", "203.0.113.10", 0, 1001},
+      {"IPv4 SYN with data (TCP fast open)", "192.0.2.72", "203.0.113.10", 100, 1101},
+      {"IPv6 SYN", "2001:db8:2::71", "2001:db8:100::10", 0, 1001},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.what);
+    DataplaneHarness h(test::kDemoTopology);
+    h.worker().set_draining(true);
+    const auto out = h.send(
+        tcp_frame(k.client, 7001, k.vip, 80, pkt::kTcpSyn, 64, kToGw, k.payload), kT0);
+    ASSERT_EQ(out.size(), 1u);
+    const auto d = pkt::decode(out[0]);
+    ASSERT_TRUE(d.ok()) << d.error;
+    EXPECT_EQ(d.src.str(), k.vip);
+    EXPECT_EQ(d.dst.str(), k.client);
+    EXPECT_EQ(d.sport, 80);
+    EXPECT_EQ(d.dport, 7001);
+    EXPECT_EQ(d.tcp_flags, pkt::kTcpRst | pkt::kTcpAck);
+    EXPECT_EQ(d.tcp_seq, 0u);
+    EXPECT_EQ(d.tcp_ack, k.want_ack);
+    EXPECT_EQ(d.tcp_window, 0);
+    EXPECT_EQ(d.payload_len, 0u);
+    EXPECT_EQ(d.eth_dst, kRouter);
+    EXPECT_EQ(d.eth_src, kGw);
+    const auto ck = pkt::verify_checksums(out[0]);
+    EXPECT_EQ(ck.l4, pkt::CsumState::kValid);
+    EXPECT_EQ(h.drops(Drop::kDraining), 1u) << "the refusal is still counted";
+    EXPECT_EQ(h.counters().resets_sent, 1u);
+    EXPECT_EQ(h.counters().flows_created, 0u);
+  }
+}
+
+TEST(WorkerDrain, only_a_bare_syn_is_answered_other_flowless_segments_are_dropped_silently) {
+  DataplaneHarness h(test::kDemoTopology);
+  h.worker().set_draining(true);
+  // A mid-stream segment may belong to a connection another gateway holds: no RST for it.
+  EXPECT_TRUE(h.send(tcp_frame("192.0.2.73", 7003, "203.0.113.10", 80, pkt::kTcpAck), kT0).empty());
+  EXPECT_TRUE(h.send(tcp_frame("192.0.2.73", 7004, "203.0.113.10", 80, pkt::kTcpRst), kT0 + 1).empty());
+  EXPECT_EQ(h.counters().resets_sent, 0u);
+  // UDP has no reset.
+  EXPECT_TRUE(h.send(udp_frame("192.0.2.73", 7005, "203.0.113.10", 53), kT0 + 2).empty());
+  EXPECT_EQ(h.counters().resets_sent, 0u);
 }
 
 TEST(WorkerDrain, established_gauge_follows_the_handshake_and_the_close) {

@@ -317,6 +317,21 @@ std::string ports(uint32_t n) {
   return text;
 }
 
+TEST(ConfigParse, PromiscuousIsOffByDefaultAndStoredPerPort) {
+  EXPECT_FALSE(parse_ok(kPort).ports[0].promiscuous);
+  const Config c = parse_ok(R"([[port]]
+name = "net0"
+device = "net_null0"
+promiscuous = true
+[[port]]
+name = "net1"
+device = "net_null1"
+)");
+  ASSERT_EQ(c.ports.size(), 2u);
+  EXPECT_TRUE(c.ports[0].promiscuous);
+  EXPECT_FALSE(c.ports[1].promiscuous);
+}
+
 TEST(ConfigParse, PortsAndWorkersAtTheDataplaneMaximumsAreAccepted) {
   const Config c =
       parse_ok(ports(dp::kMaxPorts) + "[gateway]\nworkers = " + std::to_string(dp::kMaxWorkers));
@@ -968,6 +983,12 @@ device = "net_null0"
 host_interface = "mg0,persist"
 )",
      4, 18, "port[0].host_interface", "character ','", false},
+    {"promiscuous_not_a_boolean", R"([[port]]
+name = "net0"
+device = "net_null0"
+promiscuous = "yes"
+)",
+     4, 15, "port[0].promiscuous", R"(expected true or false, got "yes")", false},
     {"bgp_without_a_host_interface", R"([[port]]
 name = "lan"
 device = "net_null0"

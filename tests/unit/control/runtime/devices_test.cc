@@ -65,6 +65,8 @@ TEST_F(DevicesTest, KnownVdevsPass) {
 TEST_F(DevicesTest, MisspeltDriverSuggestsTheClosest) {
   EXPECT_EQ(check("net_afpacket0,iface=veth-gw"),
             "unknown DPDK net driver in \"net_afpacket0\" (did you mean 'net_af_packet'?)");
+  EXPECT_EQ(check("net_pcep0,rx_pcap=in.pcap"),
+            "unknown DPDK net driver in \"net_pcep0\" (did you mean 'net_pcap'?)");
 }
 
 TEST_F(DevicesTest, AKernelInterfaceNameSaysHowToUseIt) {
