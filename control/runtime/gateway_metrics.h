@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "control/accesslog/access_log_writer.h"
 #include "control/admin/admin.h"
 #include "control/bgp/bgp_speaker.h"
 #include "control/certs/cert_provider.h"
@@ -56,5 +57,8 @@ nlohmann::json health_json(const health::HealthMonitor& health);
 // meshgate_affinity_entries, meshgate_affinity_capacity and meshgate_affinity_full_total: the
 // session affinity table the workers share. `table` must outlive the Admin.
 void add_affinity_metrics(Admin& admin, const dp::AffinityTable& table);
+// meshgate_access_log_records_total, meshgate_access_log_dropped_total (rings full, summed over
+// workers) and meshgate_access_log_write_errors_total. `w` must outlive the Admin.
+void add_access_log_metrics(Admin& admin, const AccessLogWriter& w);
 
 }  // namespace meshgate::ctl

@@ -45,6 +45,10 @@ struct HarnessOptions {
   uint32_t host_ring_size = 0;
   // Entries of the session affinity table the workers share (0: none).
   uint32_t affinity_entries = 4096;
+  // Worker 0's access-log ring (WorkerParams::access_log; the test drains it), and whether
+  // packet-mode flows write flow-end records too.
+  dp::AccessRing* access_log = nullptr;
+  bool access_log_flows = false;
 };
 
 class DataplaneHarness {
