@@ -73,7 +73,10 @@ void Proxy::peek(Session* s, bool fin) {
   }
   const SnapListener& l = snap_->listeners[svc->listener - 1];
   s->listener_stat = l.stat_id;
-  if (fin) s->fin_in[kClient] = true;  // passed on once the held bytes reach the backend
+  if (fin) {
+    s->fin_in[kClient] = true;  // passed on once the held bytes reach the backend
+    if (s->first_fin < 0) s->first_fin = kClient;
+  }
   bool grew = false;
   bool full = false;
   while (s->held < l.peek_bytes) {
