@@ -380,7 +380,7 @@ struct AdminConfig {
 };
 
 // [access_log]: one JSON line per connection at its end (docs/CONTROL.md "Access log").
-// Records per worker ring: a record is about 600 bytes, so 4096 are 2.4 MiB per worker, and a
+// Records per worker ring: a record is 448 bytes, so 4096 are 1.75 MiB per worker, and a
 // worker would have to end more than 4000 connections within one control-loop tick (1 ms) to
 // fill it.
 inline constexpr uint32_t kDefaultAccessLogRingSize = 4096;

@@ -94,7 +94,7 @@ inline constexpr size_t kMaxHealthPathBytes = 1024;
 // RFC 9293 §3.8.1: 2 MSL of 2 minutes at most; at least 1 s.
 inline constexpr IntSpec kProxyTimeWaitSpec{1, 240};
 // Access-log records per worker ring: below 64 a burst of closes between two control ticks
-// drops records; 2^20 records are about 600 MiB per worker.
+// drops records; 2^20 records are 448 MiB per worker.
 inline constexpr IntSpec kAccessLogRingSpec{64, 1048576};
 // session affinity: at least a second, at most Kubernetes' maximum (a day).
 inline constexpr IntSpec kAffinityTimeoutSpec{1, kMaxAffinityTimeoutS};
