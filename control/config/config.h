@@ -384,6 +384,19 @@ struct AdminConfig {
   SourcePos pos;
 };
 
+// [access_log]: one JSON line per connection at its end (docs/CONTROL.md "Access log").
+// Records per worker ring: a record is 448 bytes, so 4096 are 1.75 MiB per worker, and a
+// worker would have to end more than 4000 connections within one control-loop tick (1 ms) to
+// fill it.
+inline constexpr uint32_t kDefaultAccessLogRingSize = 4096;
+
+struct AccessLogConfig {
+  std::string path;  // a file (appended to, reopened on SIGUSR1), "-" for stdout; "" = off
+  bool flows = false;  // also a flow-end record per packet-mode flow (dnat, fullnat, dsr)
+  uint32_t ring_size = kDefaultAccessLogRingSize;  // records per worker
+  SourcePos pos;
+};
+
 // [bgp]: the VIPs announced to the routers through an existing BGP daemon (BIRD 2) that meshgate
 // runs and supervises (control/bgp/bgp_speaker.h).
 inline constexpr uint32_t kDefaultBgpHoldTimeS = 9;
@@ -436,6 +449,7 @@ struct Config {
   ControlConfig control;
   AdminConfig admin;
   BgpConfig bgp;
+  AccessLogConfig access_log;
 };
 
 // Parses and validates. On failure returns every error found (syntax errors stop at the first).

@@ -93,6 +93,9 @@ inline constexpr IntSpec kHealthCountSpec{1, 100};
 inline constexpr size_t kMaxHealthPathBytes = 1024;
 // RFC 9293 §3.8.1: 2 MSL of 2 minutes at most; at least 1 s.
 inline constexpr IntSpec kProxyTimeWaitSpec{1, 240};
+// Access-log records per worker ring: below 64 a burst of closes between two control ticks
+// drops records; 2^20 records are 448 MiB per worker.
+inline constexpr IntSpec kAccessLogRingSpec{64, 1048576};
 // session affinity: at least a second, at most Kubernetes' maximum (a day).
 inline constexpr IntSpec kAffinityTimeoutSpec{1, kMaxAffinityTimeoutS};
 
@@ -103,7 +106,8 @@ using Keys = std::span<const std::string_view>;
 inline constexpr std::string_view kRootKeys[] = {"gateway", "port",    "route",     "neighbor",
                                                  "service", "fullnat", "proxy",     "conntrack",
                                                  "mesh",    "hbone",   "control",   "admin",
-                                                 "bgp",     "listener", "deny"};
+                                                 "bgp",     "listener", "deny",
+                                                 "access_log"};
 inline constexpr std::string_view kGatewayKeys[] = {"workers", "locality", "drain_timeout_ms",
                                                     "watch_config"};
 inline constexpr std::string_view kBgpKeys[] = {"local_as", "router_id", "hold_time_s",
@@ -145,6 +149,7 @@ inline constexpr std::string_view kHboneKeys[] = {
     "memory_mb"};
 inline constexpr std::string_view kControlKeys[] = {"build_threads"};
 inline constexpr std::string_view kAdminKeys[] = {"listen"};
+inline constexpr std::string_view kAccessLogKeys[] = {"path", "flows", "ring_size"};
 
 // Single tables, for the hint when one of their keys is written at the top level (usually
 // because it was put above its [table] header).
@@ -152,7 +157,7 @@ inline constexpr std::pair<std::string_view, Keys> kSingleTables[] = {
     {"gateway", kGatewayKeys}, {"fullnat", kFullnatKeys}, {"proxy", kProxyKeys},
     {"conntrack", kConntrackKeys},
     {"mesh", kMeshKeys},       {"hbone", kHboneKeys},     {"control", kControlKeys},
-    {"admin", kAdminKeys}};
+    {"admin", kAdminKeys},     {"access_log", kAccessLogKeys}};
 
 // ---- naming keys and values in messages (config_error.cc) ----
 

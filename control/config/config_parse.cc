@@ -233,6 +233,7 @@ class Parser {
   void parse_fullnat(const toml::table& t, FullnatConfig& f);
   void parse_conntrack(const toml::table& t, ConntrackConfig& c);
   void parse_proxy(const toml::table& t, ProxyConfig& c);
+  void parse_access_log(const toml::table& t, AccessLogConfig& c);
   void parse_mesh(const toml::table& t, MeshConfig& m);
   void parse_hbone(const toml::table& t, HboneConfig& h);
   void parse_control(const toml::table& t, ControlConfig& c);
@@ -383,6 +384,7 @@ Config Parser::parse(const toml::table& root) {
   if (const auto* t = single_table(root, "control")) parse_control(*t, c.control);
   if (const auto* t = single_table(root, "admin")) parse_admin(*t, c.admin);
   if (const auto* t = single_table(root, "bgp")) parse_bgp(*t, c.bgp);
+  if (const auto* t = single_table(root, "access_log")) parse_access_log(*t, c.access_log);
   return c;
 }
 
@@ -566,6 +568,15 @@ void Parser::parse_proxy(const toml::table& t, ProxyConfig& c) {
   read_int(t, p, "buffer_bytes", kProxyBufferSpec, c.buffer_bytes);
   read_int(t, p, "memory_mb", kProxyMemorySpec, c.memory_mb);
   read_int(t, p, "time_wait_s", kProxyTimeWaitSpec, c.time_wait_s);
+}
+
+void Parser::parse_access_log(const toml::table& t, AccessLogConfig& c) {
+  const std::string p = "access_log";
+  c.pos = pos(t.source());
+  check_keys(t, p, kAccessLogKeys);
+  read_string(t, p, "path", c.path);
+  read_bool(t, p, "flows", c.flows);
+  read_int(t, p, "ring_size", kAccessLogRingSpec, c.ring_size);
 }
 
 void Parser::parse_conntrack(const toml::table& t, ConntrackConfig& c) {

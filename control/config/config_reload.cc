@@ -23,6 +23,8 @@ constexpr const char* kWhyHbone = "the HBONE terminator and its certificate sour
 constexpr const char* kWhyControl = "the snapshot builder's threads are started with it";
 constexpr const char* kWhyAdmin = "the admin API is bound at start";
 constexpr const char* kWhyBgp = "the BGP daemon is started with it";
+constexpr const char* kWhyAccessLog =
+    "the workers' access-log rings and flow-end hooks are set up at start";
 
 class Differ {
  public:
@@ -263,6 +265,13 @@ ConfigErrors restart_only_changes(const Config& a, const Config& b) {
   d.key("control.build_threads", a.control.build_threads, b.control.build_threads, kWhyControl);
   d.key("admin.listen", a.admin.listen, b.admin.listen, kWhyAdmin);
   bgp(d, a.bgp, b.bgp);
+  // The path itself is live (a reload opens the new file); whether there is a log is not.
+  if (a.access_log.path.empty() != b.access_log.path.empty()) {
+    d.add("access_log.path", std::string(kWhyAccessLog) + "; turning the access log " +
+                                 (b.access_log.path.empty() ? "off" : "on"));
+  }
+  d.key("access_log.flows", a.access_log.flows, b.access_log.flows, kWhyAccessLog);
+  d.key("access_log.ring_size", a.access_log.ring_size, b.access_log.ring_size, kWhyAccessLog);
   stack_needs(d, a, b);
   return out;
 }
@@ -309,6 +318,7 @@ ConfigChanges live_changes(const Config& a, const Config& b) {
       a.gateway.watch_config != b.gateway.watch_config) {
     c.other.push_back("gateway");
   }
+  if (a.access_log.path != b.access_log.path) c.other.push_back("access_log");
   return c;
 }
 

@@ -3,6 +3,8 @@
 // is one definition of "valid". Keys the parser already reported are skipped, so one mistake
 // gives one error, at the value that is wrong. Also the questions asked of a valid Config
 // (uses_proxy, uses_hbone, resolve_build_threads).
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -122,6 +124,7 @@ class Validator {
     check_range("control.build_threads", c_.control.build_threads, kBuildThreadsSpec);
     check_admin();
     check_bgp();
+    check_access_log();
     return std::move(errors_);
   }
 
@@ -968,6 +971,22 @@ class Validator {
     }
   }
 
+  void check_access_log() {
+    const AccessLogConfig& al = c_.access_log;
+    struct stat st{};
+    check_range("access_log.ring_size", al.ring_size, kAccessLogRingSpec);
+    if (!bad("access_log.path") && positions_.contains("access_log.path") && al.path.empty()) {
+      error("access_log.path", "expected a file path or \"-\" (stdout), got \"\"; leave "
+                               "[access_log] out to write no access log");
+    } else if (!bad("access_log.path") && !al.path.empty() && al.path != "-" &&
+               (al.path.back() == '/' || (::stat(al.path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)))) {
+      error("access_log.path", "expected a file path, got the directory \"" + al.path + "\"");
+    }
+    if (!bad("access_log.flows") && al.flows && al.path.empty()) {
+      error("access_log.flows", "flow-end records need [access_log] path");
+    }
+  }
+
   void check_admin() {
     const std::string& l = c_.admin.listen;
     if (bad("admin.listen") || l.empty()) return;
@@ -1091,6 +1110,7 @@ Positions struct_positions(const Config& c) {
   add("control", c.control.pos);
   add("admin", c.admin.pos);
   add("bgp", c.bgp.pos);
+  add("access_log", c.access_log.pos);
   for (size_t i = 0; i < c.bgp.peers.size(); ++i) add(indexed("bgp.peer", i), c.bgp.peers[i].pos);
   return p;
 }

@@ -344,4 +344,18 @@ void add_build_info_metric(Admin& admin) {
   });
 }
 
+void add_access_log_metrics(Admin& admin, const AccessLogWriter& writer) {
+  admin.add_metrics_source([w = &writer](PromWriter& p) {
+    p.family("meshgate_access_log_records_total", MetricType::kCounter,
+             "Access-log records written");
+    p.sample(w->records());
+    p.family("meshgate_access_log_dropped_total", MetricType::kCounter,
+             "Access-log records dropped by the workers because their ring was full");
+    p.sample(w->dropped());
+    p.family("meshgate_access_log_write_errors_total", MetricType::kCounter,
+             "Access-log records lost because writing them failed");
+    p.sample(w->write_errors());
+  });
+}
+
 }  // namespace meshgate::ctl

@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "control/accesslog/access_log_writer.h"
 #include "control/admin/admin.h"
 #include "control/bgp/bgp_speaker.h"
 #include "control/certs/cert_provider.h"
@@ -64,5 +65,9 @@ void add_affinity_metrics(Admin& admin, const dp::AffinityTable& table);
 // meshgate_build_info{version,commit,dpdk,openssl,hyperscan} 1 (control/common/build_info.h:
 // the library versions loaded at run time).
 void add_build_info_metric(Admin& admin);
+
+// meshgate_access_log_records_total, meshgate_access_log_dropped_total (rings full, summed over
+// workers) and meshgate_access_log_write_errors_total. `w` must outlive the Admin.
+void add_access_log_metrics(Admin& admin, const AccessLogWriter& w);
 
 }  // namespace meshgate::ctl

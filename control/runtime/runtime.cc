@@ -35,6 +35,7 @@
 #include "control/certs/cert_info.h"
 #include "control/certs/cert_provider.h"
 #include "control/certs/tls_context.h"
+#include "control/accesslog/access_log_writer.h"
 #include "control/config/config_reload.h"
 #include "control/flowsteer/flowsteer.h"
 #include "control/health/health_check.h"
@@ -68,6 +69,8 @@ volatile std::sig_atomic_t g_sigint = 0;
 volatile std::sig_atomic_t g_sigterm = 0;
 volatile std::sig_atomic_t g_sighup = 0;
 volatile std::sig_atomic_t g_stop_signal = 0;  // the signal that stops at once
+// SIGUSR1 reopens the access log (logrotate's postrotate).
+volatile std::sig_atomic_t g_sigusr1 = 0;
 
 void on_signal(int sig) {
   switch (sig) {
@@ -77,6 +80,7 @@ void on_signal(int sig) {
       g_sigint = 1;
       break;
     case SIGHUP: g_sighup = 1; break;
+    case SIGUSR1: g_sigusr1 = 1; break;
     default: g_sigterm = 1; break;
   }
 }
@@ -87,7 +91,7 @@ void install_signal_handlers() {
   struct sigaction sa{};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGQUIT, SIGHUP}) sigaction(sig, &sa, nullptr);
+  for (int sig : {SIGINT, SIGTERM, SIGQUIT, SIGHUP, SIGUSR1}) sigaction(sig, &sa, nullptr);
 }
 
 namespace {
@@ -257,6 +261,10 @@ class GatewayRun {
   bool workers_done() const;
   void fan_out_neighbors();
   void show_progress(bool last = false);
+  // [access_log]: the writer and its rings (before the workers), SIGUSR1's reopen, a reload's
+  // new path.
+  bool start_access_log();
+  void reopen_access_log(const char* trigger);
 
   // The running config, owned here. cfg_ and what was given it at start (Admin, MeshRuntime)
   // read it in place on the control thread, so a reload that replaces its contents reaches
@@ -306,6 +314,7 @@ class GatewayRun {
   ReloadStats reload_stats_;
   std::unique_ptr<ConfigWatch> config_watch_;
   std::string watched_sha256_;  // the config bytes last loaded or tried
+  std::unique_ptr<AccessLogWriter> access_log_;  // outlives the workers (their rings)
 
   Phase phase_ = Phase::kRunning;
   std::chrono::steady_clock::time_point drain_start_, drain_deadline_, withdraw_deadline_;
@@ -669,7 +678,7 @@ bool GatewayRun::publish_first_snapshot() {
 }
 
 bool GatewayRun::start_workers() {
-  if (!create_rings() || !init_workers()) return false;
+  if (!start_access_log() || !create_rings() || !init_workers()) return false;
   if (replay_) log(LogLevel::kInfo, "replay_start", "packets=%lu", (unsigned long)replay_packets_);
   replay_start_ = std::chrono::steady_clock::now();
   for (auto& s : slots_) rte_eal_remote_launch(worker_main, s.worker, s.lcore);
@@ -754,6 +763,8 @@ bool GatewayRun::init_workers() {
     wp.timestamp_flag = ts_bit >= 0 ? (1ull << ts_bit) : 0;
     wp.proxy = proxy_ ? &proxy_cfg_ : nullptr;
     wp.hbone = hbone_ ? &hbone_cfg_ : nullptr;
+    wp.access_log = access_log_ ? access_log_->ring(w) : nullptr;
+    wp.access_log_flows = cfg_.access_log.flows;
     if (host_) host_->attach(wp);
     if (!s.to_control || !s.from_control || !s.worker || !s.worker->init(wp)) {
       log(LogLevel::kError, "worker_init_failed", "worker=%u error=\"out of DPDK memory\"", w);
@@ -772,6 +783,7 @@ void GatewayRun::register_metrics() {
   if (proxy_) add_listener_metrics(*admin_, views_, publisher_);
   if (hbone_) add_hbone_metrics(*admin_, views_);
   if (proxy_ || hbone_) add_istio_metrics(*admin_, views_, reg_->istio);
+  if (access_log_) add_access_log_metrics(*admin_, *access_log_);
   add_affinity_metrics(*admin_, *affinity_);
   add_build_info_metric(*admin_);
   if (host_ && !host_->empty()) add_host_metrics(*admin_, *host_);
@@ -825,6 +837,7 @@ ReloadOutcome GatewayRun::reload(const char* trigger) {
     // Only start_ports read setups_; they point into the ports about to be replaced.
     setups_.clear();
     std::swap(config_, *next);  // *next: the config that ran until now
+    if (access_log_ && next->access_log.path != cfg_.access_log.path) reopen_access_log("reload");
     // The reloaded services' health checks, each backend still checked keeping its state.
     std::unique_ptr<health::HealthMonitor> checks = health::HealthMonitor::create(cfg_);
     if (checks && health_) checks->adopt_states(*health_);
@@ -919,12 +932,20 @@ void GatewayRun::control_loop() {
     if (health_ && phase_ != Phase::kStopping) poll_health(now);
     if (config_watch_ && phase_ != Phase::kStopping) poll_config_watch();
     publisher_.reclaim();
+    if (access_log_) access_log_->drain();
     if (progress_) show_progress();
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
 
 void GatewayRun::act_on_signals(std::chrono::steady_clock::time_point now) {
+  if (g_sigusr1) {
+    g_sigusr1 = 0;
+    if (access_log_) {
+      access_log_->drain();  // what the old file should still get
+      reopen_access_log("sigusr1");
+    }
+  }
   if (g_sighup) {
     g_sighup = 0;
     if (replay_) {
@@ -1037,6 +1058,32 @@ void GatewayRun::fan_out_neighbors() {
   }
 }
 
+bool GatewayRun::start_access_log() {
+  const AccessLogConfig& al = cfg_.access_log;
+  if (al.path.empty()) return true;
+  access_log_ = std::make_unique<AccessLogWriter>(workers_, al.ring_size);
+  if (auto r = access_log_->open(al.path); !r) {
+    log(LogLevel::kError, "access_log_failed", "path=\"%s\" error=\"%s\"", al.path.c_str(),
+        r.error().message.c_str());
+    return false;
+  }
+  log(LogLevel::kInfo, "access_log_opened", "path=\"%s\" flows=%s ring_size=%u", al.path.c_str(),
+      al.flows ? "true" : "false", access_log_->ring(0)->capacity());
+  return true;
+}
+
+void GatewayRun::reopen_access_log(const char* trigger) {
+  // A reload's new path, or the same path again: on failure the open file stays in use.
+  if (auto r = access_log_->open(cfg_.access_log.path); !r) {
+    log(LogLevel::kError, "access_log_reopen_failed", "trigger=%s path=\"%s\" error=\"%s\" keeping=\"%s\"",
+        trigger, cfg_.access_log.path.c_str(), r.error().message.c_str(),
+        access_log_->path().c_str());
+    return;
+  }
+  log(LogLevel::kInfo, "access_log_reopened", "trigger=%s path=\"%s\"", trigger,
+      cfg_.access_log.path.c_str());
+}
+
 // Once a second, and (`last`) once at the end with the whole replay's rate, so a replay shorter
 // than a second still reports.
 void GatewayRun::show_progress(bool last) {
@@ -1065,6 +1112,7 @@ int GatewayRun::finish() {
   for (auto& s : slots_) {
     if (s.worker) s.worker->drop_late_handoffs();
   }
+  if (access_log_) access_log_->drain(SIZE_MAX);  // the connections that ended last
   if (bgp_) bgp_->stop();  // stopped already unless the workers ended by themselves
   if (mesh_rt_) mesh_rt_->stop();
   if (cert_provider_) cert_provider_->stop();

@@ -332,7 +332,7 @@ bool FlowTable::evict_one() {
     if (!heads(idx)) continue;  // freed since (and maybe now the second half of a flow)
     Flow& f = flows_[idx];
     if (embryonic(f)) {
-      remove(&f);
+      remove(&f, FlowEnd::kEvicted);
       ++stats_.evicted;
       return true;
     }
@@ -404,8 +404,9 @@ Flow* FlowTable::insert_once(const Tuple& orig, const FlowTarget& to, uint32_t n
   return &f;
 }
 
-void FlowTable::remove(Flow* f) {
+void FlowTable::remove(Flow* f, FlowEnd why) {
   const uint32_t idx = index_of(f);
+  if (MG_UNLIKELY(end_fn_ != nullptr)) end_fn_(end_ctx_, *f, created_[idx], why);
   const bool v6 = f->v6();
   unlink(hash_of(*f, FlowDir::kOriginal), idx << 1);
   if (!is_dsr(f->mode)) unlink(hash_of(*f, FlowDir::kReply), idx << 1 | 1);
@@ -575,7 +576,7 @@ uint32_t FlowTable::advance(uint32_t now_ms) {
     if (!heads(idx)) continue;
     Flow& f = flows_[idx];
     if (int32_t(f.expire_ms - now_ms) <= 0) {
-      remove(&f);
+      remove(&f, FlowEnd::kExpired);
       ++stats_.expired;
       ++reclaimed;
     }

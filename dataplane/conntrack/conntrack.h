@@ -114,6 +114,15 @@ static_assert(offsetof(Flow, state) == offsetof(Flow, proto) + 2,
 
 enum class FlowDir : uint8_t { kOriginal = 0, kReply = 1 };
 
+// Why a flow left the table (FlowTable::set_end_hook).
+enum class FlowEnd : uint8_t {
+  kExpired,  // its timeout passed (the state says how it ended: open, closing, reset)
+  kEvicted,  // reclaimed early for a new flow in a full table
+  kRemoved,  // removed by the worker (backend removed, the tuple moved to another backend)
+};
+// Called with the flow about to be freed and its creation time (worker clock, ms).
+using FlowEndFn = void (*)(void* ctx, const Flow& f, uint32_t created_ms, FlowEnd why);
+
 // A packet's 5-tuple as seen on the wire.
 struct Tuple {
   IpAddr src;
@@ -283,7 +292,13 @@ class FlowTable {
   // Adds a flow for the original tuple `orig`. When full, a half-open or unassured flow is
   // evicted first; nullptr when that fails too (the caller forwards statelessly).
   Flow* insert(const Tuple& orig, const FlowTarget& to, uint32_t now_ms);
-  void remove(Flow* f);
+  void remove(Flow* f, FlowEnd why = FlowEnd::kRemoved);
+  // Every flow removed from now on is shown to `fn(ctx, ...)` first (the access log's flow-end
+  // records); nullptr: none. Set before the worker starts.
+  void set_end_hook(FlowEndFn fn, void* ctx) {
+    end_fn_ = fn;
+    end_ctx_ = ctx;
+  }
 
   // Advances TCP state from a segment's flags (RFC 9293 §3.3.2 states, seen from the middle)
   // and refreshes the expiry.
@@ -439,7 +454,7 @@ class FlowTable {
         if (!matches(f, d, t)) continue;
         if (MG_UNLIKELY(int32_t(f.expire_ms - now_ms) <= 0)) {
           if constexpr (kReclaim) {
-            remove(&f);
+            remove(&f, FlowEnd::kExpired);
             ++stats_.expired;
           }
           return nullptr;
@@ -475,6 +490,8 @@ class FlowTable {
   TableMemory mem_;  // every array below, in one allocation
   Flow* flows_ = nullptr;
   uint32_t* created_ = nullptr;  // per slot
+  FlowEndFn end_fn_ = nullptr;
+  void* end_ctx_ = nullptr;
   uint32_t n_slots_ = 0;
   // Free slots (proto 0): whole free lines, a stack threaded through the even slot's
   // expire_ms; and single free slots whose line-mate is in use, a doubly linked list (next in

@@ -280,6 +280,7 @@ void Gateway::process_events(Conn* c) {
       case EventKind::kStreamRemoteEnd:
         if (u == nullptr) break;
         u->remote_end = true;
+        u->saw_end(!u->origin);  // the stream's peer: the client of a terminated tunnel
         pump_from_stream(u);
         break;
       case EventKind::kStreamWritable:
@@ -296,6 +297,7 @@ void Gateway::process_events(Conn* c) {
           // NO_ERROR or CANCEL is a clean end (nghttpx ends CONNECT streams so
           // once its upstream closed): what the stream delivered goes out, then FIN.
           u->remote_end = true;
+          u->saw_end(!u->origin);
           pump_from_stream(u);
         } else {
           count(GwCounter::k_tunnels_closed);
@@ -304,6 +306,11 @@ void Gateway::process_events(Conn* c) {
           } else if (u->origin && u->bridge == nullptr) {
             count(GwCounter::k_origin_client_resets);
           }
+          // The stream's peer reset it: the server of an origination (before its 200: a
+          // refusal), else the client.
+          log_up(u, !u->origin      ? AccessEnd::kClientReset
+                    : u->connected ? AccessEnd::kBackendReset
+                                   : AccessEnd::kBackendRefused);
           drop_up(u, true);
         }
         break;
@@ -316,6 +323,7 @@ void Gateway::process_events(Conn* c) {
         } else if ((u->tcp == tcp::kNoConn && u->bridge == nullptr) ||
                    (ev.code != 0 && !u->remote_end)) {
           count(GwCounter::k_tunnels_closed);
+          log_up(u, AccessEnd::kStreamReset);
           drop_up(u, true);
           c->engine->stream_release(ev.stream);
         } else {
@@ -340,6 +348,7 @@ void Gateway::destroy(Conn* c) {
     if (u->tcp != tcp::kNoConn) stack_.abort(u->tcp);
     abandon_partner(u);
     if (u->origin && u->tcp != tcp::kNoConn) count(GwCounter::k_origin_client_resets);
+    log_up(u, AccessEnd::kConnectionClosed);
     delete u;
     --n_tunnels_;
   }

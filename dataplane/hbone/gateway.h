@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "dataplane/common/istio_metrics.h"
+#include "dataplane/accesslog/access_record.h"
 #include "dataplane/common/net_types.h"
 #include "dataplane/hbone/connection.h"
 #include "dataplane/hbone/counters.h"
@@ -138,6 +139,10 @@ class Gateway final : private ServerHooks {
     static_cast<Gateway*>(ctx)->originate(client, svc, backend, head, route);
   }
 
+  // The worker's access log: every tunnel (terminated stream or origination) writes a record
+  // when it ends. Setup, before the worker starts.
+  void set_access_log(AccessLog* log) { log_ = log; }
+
   uint16_t port() const { return p_.port; }
   const GatewayStats& stats() const { return published_; }
   uint32_t connections_active() const { return n_conns_; }
@@ -217,6 +222,10 @@ class Gateway final : private ServerHooks {
   // `u` ends abnormally: its partner stream is reset (or answered 503, or forgotten if it had
   // no stream yet).
   void abandon_partner(Up* u);
+  // The access log's record of `u`, which ends now for `why` (before it is freed).
+  void log_up(const Up* u, AccessEnd why);
+  // A clean end's reason: whichever side finished first.
+  static AccessEnd clean_end(const Up* u);
 
   uint32_t now_ms() const { return uint32_t(now_ns_ / 1'000'000); }
   void count(GwCounter c, uint64_t n = 1) { gw_[int(c)] += n; }
@@ -249,6 +258,9 @@ class Gateway final : private ServerHooks {
   uint64_t rng_ = 0x9e3779b97f4a7c15ull;  // traceparent ids (new_origin)
   std::vector<std::pair<Conn*, int32_t>> refused_;  // connects that failed (answered 503)
   std::vector<Conn*> dirty_;
+  AccessLog* log_ = nullptr;
+  // The service resolve() chose for the CONNECT in progress, for connect() (the access log).
+  char resolved_service_[kAccessServiceLen] = {};
   Counters engine_counters_;
   BufferBudget budget_;  // every connection's stream buffers ([hbone] memory_mb)
   uint64_t gw_[kNumGwCounters] = {};

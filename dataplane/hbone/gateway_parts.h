@@ -75,6 +75,17 @@ struct Gateway::Up {
   uint32_t head_off = 0;
   RouteCounters* route = nullptr;  // a listener route's byte counters (origination), or null
   uint32_t istio_row = kNoIstioRow;  // its Istio metrics row once opened (closed with the Up)
+  // Access log: bytes [0] from the client side, [1] to it (the stream's peer for a terminated
+  // tunnel, the TCP client for an origination); the side whose end came first (0 client,
+  // 1 backend); when it started; its addresses and names.
+  uint64_t bytes[2] = {0, 0};
+  int8_t first_end = -1;
+  uint32_t created_ms = 0;
+  AccessTuple tuple;
+  AccessNames names;
+  void saw_end(bool client_side) {
+    if (first_end < 0) first_end = client_side ? 0 : 1;
+  }
   Up() = default;
   Up(const Up&) = delete;
   Up& operator=(const Up&) = delete;

@@ -45,6 +45,9 @@ void Gateway::originate(TcpConnId client, const SnapService& svc, const SnapBack
                             snap_->tls_contexts[worker_]->own_id(),
                             int32_t(&be - snap_->backends.data()), be.address,
                             ntohs(be.port_be), &svc);
+  u->tuple.set(ci.tuple.remote, ci.tuple.remote_port, ci.tuple.local, ci.tuple.local_port,
+               be.address, ntohs(be.port_be));
+  access_copy(u->names.service, svc.name);
   BaggageFields b;
   b.service_name = svc.hostname.empty() ? svc.name : svc.hostname;
   u->req.baggage = baggage_header(b);
@@ -59,6 +62,7 @@ Gateway::Up* Gateway::new_origin(const std::string& id, const IpAddr& pod, const
   Up* u = new Up();
   u->gw = this;
   u->origin = true;
+  u->created_ms = now_ms();
   u->key = PoolKey(snap_->tls_contexts[worker_]->own_id(), {id}, pod, p_.port, IpAddr());
   // docs/HBONE.md "Client role": the pod address and target port, and where the bytes
   // come from.
@@ -145,6 +149,7 @@ void Gateway::fail_waiting(const PoolKey& key) {
 }
 
 void Gateway::reset_client(Up* u) {
+  log_up(u, AccessEnd::kUpstreamFailed);
   if (u->bridge != nullptr) {
     count(GwCounter::k_upstream_failed);
     abandon_partner(u);  // the terminated CONNECT is answered 503
@@ -171,9 +176,15 @@ void Gateway::connect_hbone(Conn* c, int32_t stream, const Resolution& dst, uint
   a->gw = this;
   a->conn = c;
   a->stream = stream;
+  a->created_ms = now_ms();
+  a->tuple.set(c->peer, c->peer_port, c->local, p_.port, dst.ip, dst.port);
+  access_copy(a->names.service, resolved_service_);
   c->ups.push_back(a);
   ++n_tunnels_;
   Up* b = new_origin(id, be.address, dst.ip, dst.port, c->peer, c->peer_port, "");
+  // The second hop's client is the HBONE peer; we dial the pod's HBONE port for its target.
+  b->tuple = a->tuple;
+  b->names = a->names;
   b->bridge = a;
   a->bridge = b;
   // Each half reports: the terminated CONNECT as the destination, the hop on as the source.

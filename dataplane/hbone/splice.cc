@@ -38,6 +38,7 @@ void Gateway::up_event(Up* u, TcpEvent ev) {
       break;
     case TcpEvent::kPeerFin:
       u->fin_in = true;
+      u->saw_end(u->origin);  // the TCP side: the client of an origination, else the backend
       pump_up(u);
       break;
     case TcpEvent::kWritable:
@@ -48,6 +49,7 @@ void Gateway::up_event(Up* u, TcpEvent ev) {
       if (u->origin && !u->connected) {
         // The client went away before its tunnel opened.
         count(GwCounter::k_origin_client_resets);
+        log_up(u, ev == TcpEvent::kReset ? AccessEnd::kClientReset : AccessEnd::kClientTimeout);
         if (c == nullptr) {
           waiting_.erase(std::find(waiting_.begin(), waiting_.end(), u));
           stack_.abort(u->tcp);
@@ -60,6 +62,7 @@ void Gateway::up_event(Up* u, TcpEvent ev) {
       } else if (!u->connected) {
         // Refused (RST) or the handshake timed out: 503.
         count(GwCounter::k_upstream_failed);
+        log_up(u, ev == TcpEvent::kReset ? AccessEnd::kBackendRefused : AccessEnd::kBackendTimeout);
         const int32_t stream = u->stream;
         drop_up(u, false);
         c->engine->upstream_connected(stream, false);
@@ -70,6 +73,11 @@ void Gateway::up_event(Up* u, TcpEvent ev) {
       } else {
         pump_up(u);  // what arrived before the reset
         count(GwCounter::k_upstream_resets);
+        if (ev == TcpEvent::kReset) {
+          log_up(u, u->origin ? AccessEnd::kClientReset : AccessEnd::kBackendReset);
+        } else {
+          log_up(u, u->origin ? AccessEnd::kClientTimeout : AccessEnd::kBackendTimeout);
+        }
         const int32_t stream = u->stream;
         drop_up(u, false);
         c->engine->stream_reset(stream, kUpstreamResetCode);
@@ -121,6 +129,7 @@ void Gateway::pump_up(Up* u) {
     moved += n;
   }
   count(GwCounter::k_bytes_from_upstream, moved);
+  u->bytes[u->origin ? 0 : 1] += moved;
   if (u->route != nullptr) counter_add(u->route->bytes_to_backend, moved);
   istio_bytes(u, !u->origin, moved);
   tcp::TcpConnInfo ci;
@@ -151,16 +160,19 @@ void Gateway::pump_down(Up* u) {
       // Out of mbufs: the bytes read cannot be put back, so the tunnel cannot stay exact.
       count(GwCounter::k_upstream_resets);
       count(GwCounter::k_bytes_to_upstream, moved);
+      u->bytes[u->origin ? 1 : 0] += moved;
       if (u->route != nullptr) counter_add(u->route->bytes_to_client, moved);
       istio_bytes(u, u->origin, moved);
       const int32_t stream = u->stream;
       Conn* c = u->conn;
+      log_up(u, AccessEnd::kNoBuffer);
       drop_up(u, true);
       c->engine->stream_reset(stream, kUpstreamResetCode);
       return;
     }
   }
   count(GwCounter::k_bytes_to_upstream, moved);
+  u->bytes[u->origin ? 1 : 0] += moved;
   if (u->route != nullptr) counter_add(u->route->bytes_to_client, moved);
   istio_bytes(u, u->origin, moved);
   if (u->remote_end && !u->shut && e.stream_readable(u->stream) == 0) {
@@ -176,6 +188,7 @@ void Gateway::maybe_finish(Up* u) {
   if (c->engine->stream_readable(u->stream) != 0) return;
   const int32_t stream = u->stream;
   count(GwCounter::k_tunnels_closed);
+  log_up(u, clean_end(u));
   drop_up(u, false);  // close(): FIN after what is queued, or RST if upstream bytes are unread
   c->engine->stream_release(stream);
 }
@@ -226,6 +239,9 @@ void Gateway::pump_bridge(Up* from, Up* to) {
   // origination's stream.
   istio_bytes(from, from->origin, moved);
   istio_bytes(to, from->origin, moved);
+  // Toward the double hop's backend when read from the terminated stream (the client's).
+  from->bytes[from->origin ? 1 : 0] += moved;
+  to->bytes[from->origin ? 1 : 0] += moved;
   if (from->remote_end && !to->stream_end && fe.stream_readable(from->stream) == 0) {
     te.stream_shutdown(to->stream);  // END_STREAM on after the bytes before it
     to->stream_end = true;
@@ -275,6 +291,7 @@ void Gateway::abandon_partner(Up* u) {
   p->bridge = nullptr;
   if (p->conn == nullptr) {  // an origination still waiting for a stream
     waiting_.erase(std::find(waiting_.begin(), waiting_.end(), p));
+    log_up(p, AccessEnd::kClientReset);  // the double hop's client side went away
     delete p;
     return;
   }
@@ -284,6 +301,32 @@ void Gateway::abandon_partner(Up* u) {
     p->conn->engine->stream_reset(p->stream, p->connected ? kH2ConnectError : 8);
   }
   mark(p->conn);
+}
+
+// ---- access log -----------------------------------------------------------------------------
+
+AccessEnd Gateway::clean_end(const Up* u) {
+  return u->first_end == 1 ? AccessEnd::kBackendFin : AccessEnd::kClientFin;
+}
+
+void Gateway::log_up(const Up* u, AccessEnd why) {
+  if (log_ == nullptr || !log_->on()) return;
+  AccessRecord* r = log_->begin(u->origin ? AccessKind::kHboneOutbound : AccessKind::kHboneInbound,
+                                why, u->created_ms, now_ms());
+  if (r == nullptr) return;
+  r->tuple = u->tuple;
+  r->bytes_from_client = u->bytes[0];
+  r->bytes_to_client = u->bytes[1];
+  r->names = u->names;
+  if (u->origin) {
+    // We are the client: our identity, and the one the server had to prove.
+    access_copy(r->src_identity, u->key.src_identity);
+    if (!u->key.dst_identities.empty()) access_copy(r->dst_identity, u->key.dst_identities[0]);
+  } else if (u->conn != nullptr) {
+    access_copy(r->src_identity, u->conn->engine->peer_id());
+    if (u->conn->tls != nullptr) access_copy(r->dst_identity, u->conn->tls->own_id());
+  }
+  log_->commit();
 }
 
 }  // namespace meshgate::dp::hbone

@@ -162,7 +162,9 @@ Resolution Gateway::resolve(const Authority& a) {
   // service's endpoints the way separate connections would.
   const uint32_t h = lb_flow_hash(c->peer, c->local, htons(c->peer_port), htons(++c->requests),
                                   kProtoTcp);
-  return hbone::resolve(*snap_, a, h, snap_->name_scratch_for(worker_)).resolution();
+  const Destination d = hbone::resolve(*snap_, a, h, snap_->name_scratch_for(worker_));
+  access_copy(resolved_service_, d.service != nullptr ? std::string_view(d.service->name) : "");
+  return d.resolution();
 }
 
 bool Gateway::authorize(std::string_view peer_id, const Resolution& dst) {
@@ -192,10 +194,14 @@ void Gateway::connect(int32_t stream, const Resolution& dst) {
   u->gw = this;
   u->conn = c;
   u->stream = stream;
+  u->created_ms = now_ms();
+  u->tuple.set(c->peer, c->peer_port, c->local, p_.port, dst.ip, dst.port);
+  access_copy(u->names.service, resolved_service_);
   const uint32_t h = lb_flow_hash(c->peer, dst.ip, htons(c->peer_port), htons(dst.port), kProtoTcp);
   if (host_.connect(dst.ip, htons(dst.port), h, &Gateway::on_up, u, &u->tcp) !=
       tcp::TcpError::kOk) {
     count(GwCounter::k_upstream_failed);
+    log_up(u, AccessEnd::kUpstreamFailed);
     delete u;
     refused_.emplace_back(c, stream);
     return;

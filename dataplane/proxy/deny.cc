@@ -17,7 +17,7 @@ bool Proxy::open_inspection(Session* s, uint32_t deny) {
   if (s->deny.open(*d.set, arena_, d.inspect_bytes) == names::DenyOpen::kOpened) return true;
   // Fail closed: a connection the signatures cannot see does not pass.
   count(kPxInspectFailed);
-  end(s, true, true);
+  end(s, true, true, AccessEnd::kInspectFailed);
   return false;
 }
 
@@ -38,12 +38,12 @@ bool Proxy::inspect(Session* s, rte_mbuf* chain) {
     if (hit < 0) {
       if (s->deny.status() != names::DenyStatus::kError) continue;
       count(kPxInspectFailed);  // fail closed, as when the stream could not open
-      end(s, true, true);
+      end(s, true, true, AccessEnd::kInspectFailed);
       return false;
     }
     count(kPxSignatureBlocked);
     counter_add(deny_counters_[d->stat_ids[uint32_t(hit)]], 1);
-    end(s, true, true);
+    end(s, true, true, AccessEnd::kDenySignature);
     return false;
   }
   return true;

@@ -22,6 +22,21 @@ constexpr int kClient = 0;
 // client's FIN) to try once more: each attempt copies the held bytes, so a client sending its
 // request head a line at a time cannot make the worker copy peek_bytes for every segment.
 constexpr uint8_t kMaxParses = 32;
+// The access log's end reason of a listener connection rejected for `why` (`fin`: the client
+// had sent its FIN).
+AccessEnd access_end_of(ListenerCounter why, bool fin) {
+  switch (why) {
+    case kLsNoName: return AccessEnd::kNoName;
+    case kLsNoRoute: return AccessEnd::kNoRoute;
+    case kLsMalformed: return AccessEnd::kMalformed;
+    case kLsPeekLimit: return AccessEnd::kPeekLimit;
+    case kLsPeekTimeout: return AccessEnd::kPeekTimeout;
+    case kLsNoService: return AccessEnd::kNoService;
+    case kLsNoBackend: return AccessEnd::kNoBackend;
+    default: return fin ? AccessEnd::kClientFin : AccessEnd::kClientReset;
+  }
+}
+
 }  // namespace
 
 void Proxy::lcount(uint32_t stat, ListenerCounter c) {
@@ -35,13 +50,14 @@ void Proxy::start_peek(TcpConnId c, const SnapService& svc) {
   if (s == nullptr) return;
   s->peeking = true;
   s->listener_stat = l.stat_id;
+  if (SessionLog* sl = session_log(s)) access_copy(sl->names.listener, l.name);
   idle_wheel_.schedule(&s->idle, now_ms() + l.peek_timeout_ms);
   peek(s, false);  // the handshake's last ACK may have carried data
 }
 
 void Proxy::reject(Session* s, ListenerCounter why) {
   lcount(s->listener_stat, why);
-  end(s, true, false);
+  end(s, true, false, access_end_of(why, s->fin_in[kClient]));
 }
 
 void Proxy::peek(Session* s, bool fin) {
@@ -52,12 +68,15 @@ void Proxy::peek(Session* s, bool fin) {
   const SnapService* svc = entry_of(t);
   if (svc == nullptr || svc->listener == 0) {
     count(kPxRefusedNoService);  // the listener left the configuration
-    end(s, true, false);
+    end(s, true, false, AccessEnd::kNoService);
     return;
   }
   const SnapListener& l = snap_->listeners[svc->listener - 1];
   s->listener_stat = l.stat_id;
-  if (fin) s->fin_in[kClient] = true;  // passed on once the held bytes reach the backend
+  if (fin) {
+    s->fin_in[kClient] = true;  // passed on once the held bytes reach the backend
+    if (s->first_fin < 0) s->first_fin = kClient;
+  }
   bool grew = false;
   bool full = false;
   while (s->held < l.peek_bytes) {

@@ -41,6 +41,9 @@ Proxy::Proxy(const ProxyParams& p, const ProxyDeps& d, uint64_t now_ns)
   route_counters_ = std::make_unique<RouteCounters[]>(kMaxRouteStats);
   deny_counters_ = std::make_unique<uint64_t[]>(kMaxDenyStats);
   peek_buf_ = std::make_unique<uint8_t[]>(kMaxPeekBytes);
+  if (d_.access_log != nullptr && d_.access_log->on()) {
+    log_ = std::make_unique<SessionLog[]>(p_.max_sessions);
+  }
   // Control thread (Worker::init): the arena is the worker's from now on.
   setup_ok_ = !p_.deny || arena_.init(names::kMaxDenyStreamBytes, p_.max_sessions, SOCKET_ID_ANY);
   listening_.reserve(p_.tcp.max_listeners);
@@ -150,6 +153,8 @@ Proxy::Session* Proxy::alloc_session() {
   s->held = s->need = 0;
   s->listener_stat = s->route_stat = 0;
   s->istio_row = kNoIstioRow;
+  s->bytes[0] = s->bytes[1] = 0;
+  s->first_fin = -1;
   s->used = true;
   ++sessions_active_;
   return s;
@@ -196,6 +201,7 @@ void Proxy::start_session(TcpConnId c) {
   }
   if (svc->table_size == 0) {
     count(kPxNoBackend);
+    log_refused(t, svc, AccessEnd::kNoBackend);
     stack_.abort(c);
     return;
   }
@@ -207,7 +213,12 @@ void Proxy::start_session(TcpConnId c) {
     return;
   }
   Session* s = open_session(c);
-  if (s == nullptr || !open_inspection(s, svc->deny)) return;
+  if (s == nullptr) {
+    log_refused(t, svc, AccessEnd::kSessionTableFull);
+    return;
+  }
+  if (SessionLog* l = session_log(s)) access_copy(l->names.service, svc->name);
+  if (!open_inspection(s, svc->deny)) return;
   connect_backend(s, t, *svc, be, h);
 }
 
@@ -234,19 +245,35 @@ Proxy::Session* Proxy::open_session(TcpConnId c) {
   s->connected[kClient] = true;
   stack_.set_user(c, &Proxy::on_client, s);
   s->last_active_ms = s->created_ms = now_ms();
+  if (SessionLog* l = session_log(s)) {
+    tcp::TcpConnInfo ci;
+    *l = SessionLog{};
+    if (stack_.info(c, &ci)) {
+      l->tuple.set(ci.tuple.remote, ci.tuple.remote_port, ci.tuple.local, ci.tuple.local_port,
+                   IpAddr{}, 0);
+    }
+  }
   return s;
 }
 
 bool Proxy::connect_backend(Session* s, const TcpTuple& t, const SnapService& svc,
                             const SnapBackend& be, uint32_t h) {
   s->stat_id = be.stat_id < kMaxBackendStats ? be.stat_id : 0;
+  if (SessionLog* l = session_log(s)) {
+    l->tuple.backend = be.address;
+    l->tuple.backend_port = ntohs(be.port_be);
+    access_copy(l->names.service, svc.name);
+  }
   TcpConnId b = tcp::kNoConn;
   const tcp::TcpError e = host_.connect(be.address, be.port_be, h, &Proxy::on_backend, s, &b);
   if (e != tcp::TcpError::kOk) {
     count(e == tcp::TcpError::kBadState ? kPxNoLocalAddress
           : e == tcp::TcpError::kNoPort ? kPxNoPort
                                         : kPxSessionTableFull);
-    end(s, true, false);
+    end(s, true, false,
+        e == tcp::TcpError::kBadState ? AccessEnd::kNoLocalAddress
+        : e == tcp::TcpError::kNoPort ? AccessEnd::kNoPort
+                                      : AccessEnd::kSessionTableFull);
     return false;
   }
   s->conn[kBackend] = b;
@@ -324,7 +351,8 @@ void Proxy::handle(Session* s, int side, TcpEvent ev) {
       case TcpEvent::kClosed:
         lcount(s->listener_stat, kLsClientClosed);
         count(ev == TcpEvent::kReset ? kPxClientResets : kPxClientTimeouts);
-        end(s, true, false);
+        end(s, true, false,
+            ev == TcpEvent::kReset ? AccessEnd::kClientReset : AccessEnd::kClientTimeout);
         break;
       default:
         break;
@@ -343,6 +371,7 @@ void Proxy::handle(Session* s, int side, TcpEvent ev) {
       break;
     case TcpEvent::kPeerFin:
       s->fin_in[side] = true;
+      if (s->first_fin < 0) s->first_fin = int8_t(side);
       pump(s, side);  // FIN goes on once the data before it has
       break;
     case TcpEvent::kWritable:
@@ -353,16 +382,18 @@ void Proxy::handle(Session* s, int side, TcpEvent ev) {
       // releases the handle: that connection is already closed.)
       if (side == kBackend && !s->connected[kBackend]) {
         count(kPxBackendRefused);
+        end(s, true, true, AccessEnd::kBackendRefused);
       } else {
         count(side == kClient ? kPxClientResets : kPxBackendResets);
+        end(s, true, true, side == kClient ? AccessEnd::kClientReset : AccessEnd::kBackendReset);
       }
-      end(s, true, true);
       return;
     case TcpEvent::kClosed:
       if (!(s->fin_in[side] && s->shut[side])) {
         // Retransmissions (or the handshake) timed out: the other side cannot be finished.
         count(side == kBackend ? kPxBackendTimeouts : kPxClientTimeouts);
-        end(s, true, true);
+        end(s, true, true,
+            side == kBackend ? AccessEnd::kBackendTimeout : AccessEnd::kClientTimeout);
         return;
       }
       break;
@@ -371,7 +402,7 @@ void Proxy::handle(Session* s, int side, TcpEvent ev) {
       s->pending[0] == nullptr && s->pending[1] == nullptr) {
     // Both directions delivered and closed: the stack finishes both closes in the background.
     count(kPxSessionsClosed);
-    end(s, false, false);
+    end(s, false, false, s->first_fin == kBackend ? AccessEnd::kBackendFin : AccessEnd::kClientFin);
   }
 }
 
@@ -402,6 +433,7 @@ void Proxy::pump(Session* s, int from) {
     s->pending[from] = nullptr;
     moved += len;
   }
+  s->bytes[from] += moved;
   if (moved != 0) {
     s->last_active_ms = now_ms();
     RouteCounters* rc = s->route_stat != 0 ? &route_counters_[s->route_stat] : nullptr;
@@ -431,7 +463,8 @@ void Proxy::pump(Session* s, int from) {
   }
 }
 
-void Proxy::end(Session* s, bool abort_client, bool abort_backend) {
+void Proxy::end(Session* s, bool abort_client, bool abort_backend, AccessEnd why) {
+  if (log_ != nullptr) log_session(s, why);
   const bool abort[2] = {abort_client, abort_backend};
   for (int side = 0; side < 2; ++side) {
     const TcpConnId c = s->conn[side];
@@ -461,7 +494,32 @@ void Proxy::on_idle(tcp::Timer* t, void* ctx) {
     return;
   }
   p->count(kPxIdleTimeouts);
-  p->end(s, false, false);
+  p->end(s, false, false, AccessEnd::kIdleTimeout);
+}
+
+// ---- access log -----------------------------------------------------------------------------
+
+void Proxy::log_session(const Session* s, AccessEnd why) {
+  const SessionLog& l = *session_log(s);
+  const AccessKind kind = l.names.listener[0] != '\0' ? AccessKind::kListener : AccessKind::kProxy;
+  AccessRecord* r = d_.access_log->begin(kind, why, s->created_ms, now_ms());
+  if (r == nullptr) return;
+  r->tuple = l.tuple;
+  r->bytes_from_client = s->bytes[kClient];
+  r->bytes_to_client = s->bytes[kBackend];
+  r->names = l.names;
+  d_.access_log->commit();
+}
+
+void Proxy::log_refused(const TcpTuple& t, const SnapService* svc, AccessEnd why) {
+  if (log_ == nullptr) return;
+  const AccessKind kind = svc != nullptr && svc->listener != 0 ? AccessKind::kListener
+                                                               : AccessKind::kProxy;
+  AccessRecord* r = d_.access_log->begin(kind, why, now_ms(), now_ms());
+  if (r == nullptr) return;
+  r->tuple.set(t.remote, t.remote_port, t.local, t.local_port, IpAddr{}, 0);
+  if (svc != nullptr) access_copy(r->names.service, svc->name);
+  d_.access_log->commit();
 }
 
 }  // namespace meshgate::dp

@@ -23,6 +23,7 @@
 #include <memory>
 #include <vector>
 
+#include "dataplane/accesslog/access_record.h"
 #include "dataplane/common/compiler.h"
 #include "dataplane/common/istio_metrics.h"
 #include "dataplane/common/counter_table.h"
@@ -108,6 +109,7 @@ struct ProxyDeps {
   StackHost* host = nullptr;
   BackendCounters* backend_counters = nullptr;
   uint32_t worker = 0;  // this worker's index: its scratch in Snapshot::name_scratch
+  AccessLog* access_log = nullptr;  // the worker's access log (null or off: no records)
 };
 
 // Takes over `client` (an established connection on the stack to `svc`) whose Maglev choice
@@ -194,6 +196,8 @@ class Proxy {
     names::DenyStream deny;   // the client's first bytes against the deny signatures
     uint32_t last_active_ms = 0;
     uint32_t created_ms = 0;
+    uint64_t bytes[2] = {0, 0};  // received from side i and passed on to the other
+    int8_t first_fin = -1;       // the side whose FIN came first (access log end reason)
     uint32_t next_free = 0;  // index + 1
     tcp::Timer idle;
     Proxy* proxy = nullptr;
@@ -234,8 +238,22 @@ class Proxy {
   void lcount(uint32_t stat, ListenerCounter c);
   void handle(Session* s, int side, tcp::TcpEvent ev);
   void pump(Session* s, int from);
-  // Ends a session: `abort_side[i]` resets side i, otherwise it is closed gracefully.
-  void end(Session* s, bool abort_client, bool abort_backend);
+  // Ends a session: `abort_side[i]` resets side i, otherwise it is closed gracefully; `why`
+  // goes to the access log.
+  void end(Session* s, bool abort_client, bool abort_backend, AccessEnd why);
+  // Access log (proxy.cc): what a session's record needs that its end may no longer know (the
+  // tuples of connections already gone, the names of the snapshot it started under), kept
+  // beside the sessions when the log is on.
+  struct SessionLog {
+    AccessNames names;
+    AccessTuple tuple;
+  };
+  SessionLog* session_log(const Session* s) const {
+    return log_ != nullptr ? &log_[s - sessions_.get()] : nullptr;
+  }
+  void log_session(const Session* s, AccessEnd why);
+  // A client refused before it had a session (tuple `t`, entry `svc` when known).
+  void log_refused(const tcp::TcpTuple& t, const SnapService* svc, AccessEnd why);
   Session* alloc_session();
   void free_session(Session* s);
   void sync_listeners();
@@ -250,6 +268,7 @@ class Proxy {
   TunnelOriginateFn originate_ = nullptr;
   void* originate_ctx_ = nullptr;
   std::unique_ptr<Session[]> sessions_;
+  std::unique_ptr<SessionLog[]> log_;  // per session, when d_.access_log is on
   uint32_t free_head_ = 0;  // index + 1
   uint32_t sessions_active_ = 0;
   const Snapshot* snap_ = nullptr;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "dataplane/accesslog/access_record.h"
 #include "dataplane/common/compiler.h"
 #include "dataplane/common/limits.h"
 #include "dataplane/conntrack/conntrack.h"
@@ -92,6 +93,10 @@ struct WorkerParams {
   // Non-null (with `proxy`): run the HBONE gateway on the same stack: terminate HBONE on the
   // [hbone] port of every local address, originate it for tunnel = hbone (copied at init()).
   const hbone::GatewayParams* hbone = nullptr;
+  // The access log's ring (this worker the producer; null: no access log) and whether
+  // packet-mode flows write flow-end records too.
+  AccessRing* access_log = nullptr;
+  bool access_log_flows = false;
 };
 
 struct TxBuffer {
@@ -114,6 +119,7 @@ struct WorkerCtx {
   Proxy* proxy = nullptr;
   hbone::Gateway* hbone = nullptr;
   uint16_t hbone_port_be = 0;
+  AccessLog access_log;
   // The poll in progress: its snapshot (null between polls), clock and drain state.
   const Snapshot* snap = nullptr;
   uint64_t now_ns = 0;

@@ -80,6 +80,8 @@ bool Worker::init(const WorkerParams& p) {
   fd.rss = c_.p.rss;
   fd.flow_steered = c_.p.flow_steered;
   c_.fullnat.init(fd);
+  c_.access_log.init(c_.p.access_log, c_.p.index, c_.p.access_log_flows);
+  if (c_.access_log.flows()) c_.flows.set_end_hook(&Worker::on_flow_end, this);
   if (c_.p.proxy) {
     c_.stack = new (std::nothrow) StackHost(c_.p.proxy->tcp, c_.fullnat, c_.p.pool, c_.now_ns);
     if (!c_.stack) return false;
@@ -87,6 +89,7 @@ bool Worker::init(const WorkerParams& p) {
     d.host = c_.stack;
     d.backend_counters = c_.backend_counters;
     d.worker = c_.p.index;
+    d.access_log = &c_.access_log;
     c_.proxy = new (std::nothrow) Proxy(*c_.p.proxy, d, c_.now_ns);
     if (!c_.proxy || !c_.proxy->setup_ok()) return false;
     c_.p.proxy = nullptr;  // the control thread's copy is not needed (nor valid) later
@@ -97,6 +100,7 @@ bool Worker::init(const WorkerParams& p) {
     if (c_.p.hbone) {
       c_.hbone = new (std::nothrow) hbone::Gateway(*c_.p.hbone, *c_.stack, c_.p.index, c_.now_ns);
       if (!c_.hbone) return false;
+      c_.hbone->set_access_log(&c_.access_log);
       c_.hbone_port_be = htons(c_.hbone->port());
       // VIP connections whose choice is an HBONE endpoint go to the originator.
       c_.proxy->set_originator(&hbone::Gateway::originate_fn, c_.hbone);
@@ -459,5 +463,39 @@ void Worker::stage_dispatch(rte_mbuf** pkts, uint16_t n) {
   }
 }
 
+
+// ---- access log ----------------------------------------------------------------------------
+
+void Worker::on_flow_end(void* ctx, const Flow& f, uint32_t created_ms, FlowEnd why) {
+  WorkerCtx& c = static_cast<Worker*>(ctx)->c_;
+  AccessEnd end = why == FlowEnd::kEvicted ? AccessEnd::kFlowEvicted : AccessEnd::kFlowRemoved;
+  if (why == FlowEnd::kExpired) {
+    // The state it expired in says how the connection ended.
+    const bool fin_orig = f.flags & kFlowFinOrig;
+    const bool fin_reply = f.flags & kFlowFinReply;
+    if (f.state == TcpState::kClose) {
+      end = AccessEnd::kFlowReset;
+    } else if (fin_orig || fin_reply) {
+      // Both FINs: the second came from the backend when the client's was first.
+      const bool client_first = fin_orig && (!fin_reply || (f.flags & kFlowLastFinReply));
+      end = client_first ? AccessEnd::kClientFin : AccessEnd::kBackendFin;
+    } else {
+      end = AccessEnd::kIdleTimeout;
+    }
+  }
+  AccessRecord* r = c.access_log.begin(AccessKind::kFlow, end, created_ms, c.now_ms());
+  if (r == nullptr) return;
+  r->proto = f.proto;
+  r->mode = uint8_t(f.mode);
+  const IpAddr vip = f.v6() ? c.p.addrs->at(f.vip_id)
+                            : IpAddr::v4_bytes(reinterpret_cast<const uint8_t*>(&f.vip4));
+  r->tuple.set(f.client(), ntohs(f.client_port), vip, ntohs(f.vip_port), f.backend(),
+               ntohs(f.backend_port));
+  // The service as the current snapshot names it (flows keep no name of their own).
+  const SnapService* svc = c.snap != nullptr ? c.snap->find_service(vip, f.vip_port, f.proto)
+                                             : nullptr;
+  if (svc != nullptr) access_copy(r->names.service, svc->name);
+  c.access_log.commit();
+}
 
 }  // namespace meshgate::dp

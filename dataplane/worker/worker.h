@@ -173,6 +173,9 @@ class Worker {
   // A new snapshot version's WorkerSettings into this worker's own tables (config reloads).
   void apply_settings(const WorkerSettings& s);
   void release_held();  // finish(): forwards what is held
+  // The access log's flow-end record of a packet-mode flow leaving the flow table
+  // ([access_log] flows = true; FlowTable::set_end_hook).
+  static void on_flow_end(void* ctx, const Flow& f, uint32_t created_ms, FlowEnd why);
 
   WorkerCtx c_;
   Burst b_;

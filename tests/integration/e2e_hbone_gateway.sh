@@ -7,7 +7,7 @@
 #   100 concurrent streams on one connection (256 KiB each way, per-stream check); a 32 MiB
 #   stream each way; authority by pod ip:port, VIP:port and service FQDN; backend port closed
 #   → 503; unknown authority → 400; DENY policy → 401; foreign trust domain → handshake
-#   failure; half-close both ways; a policy change in the mesh file resets the live tunnel it
+#   failure; half-close both ways (and its access-log record); a policy change in the mesh file resets the live tunnel it
 #   now denies (CONNECT_ERROR) and new CONNECTs get 401; drain → GOAWAY while the open stream
 #   finishes, then the gateway exits. /metrics and /stats must agree with what the client saw.
 # Origination: curl in the client namespace to a mesh VIP whose endpoint has tunnel = hbone;
@@ -116,7 +116,9 @@ port = 80
 match = "host"
   [[listener.route]]
   hostnames = ["*.web.example.test"]
-  service = "web.default.svc.cluster.local"'
+  service = "web.default.svc.cluster.local"
+[access_log]
+path = "'"$TMP/access.log"'"'
 wait_for 10 ip netns exec "$BE" bash -c "echo >/dev/tcp/127.0.0.1/7000" || fail "echo backend down"
 
 client() {  # client IDENT ARGS...
@@ -163,6 +165,25 @@ set -e
 note "half-close: our END_STREAM reaches the backend as FIN, its answer and FIN come back"
 out=$(client demo.client halfclose --bytes 3000000 --authority 198.51.100.11:7001) || fail "halfclose: $out"
 echo "$out"
+note "access log: the half-closed tunnel's record (bytes each way, both principals, our END_STREAM first)"
+# access_record KIND FIELD VALUE: waits for the access-log line of KIND whose FIELD is VALUE.
+access_record() {
+  wait_for 5 grep -q "\"kind\":\"$1\".*\"$2\":\"$3\"" "$TMP/access.log" ||
+    fail "no $1 record with $2 $3: $(tail -n 3 "$TMP/access.log")"
+  grep "\"kind\":\"$1\".*\"$2\":\"$3\"" "$TMP/access.log" | tail -n 1
+}
+rec=$(access_record hbone_inbound backend 198.51.100.11:7001)
+echo "$rec"
+$PY - "$rec" <<'PY' || fail "hbone_inbound record: $rec"
+import json, sys
+r = json.loads(sys.argv[1])
+assert r["client"].startswith("192.0.2.2:") and r["vip"] == "192.0.2.1:15008", r
+assert r["bytes_from_client"] == 3000000, r
+assert r["bytes_to_client"] == 64 + len(" 3000000\n"), r  # "<sha256 hex> 3000000\n"
+assert r["source_principal"] == "spiffe://cluster.local/ns/demo/sa/client", r
+assert r["destination_principal"] == "spiffe://cluster.local/ns/demo/sa/server", r
+assert r["end"] == "client_fin", r
+PY
 
 note "a policy change in the mesh file ends the live tunnel it now denies"
 # h2client signals --pid with SIGHUP once its tunnel carries data: this helper then edits the
@@ -191,6 +212,21 @@ done
 n=$(grep -c '^CONNECT 198.51.100.12:8080 HTTP/2 200 for=\\x22192.0.2.2:[0-9]*\\x22;host=web.default.svc.cluster.local | service.name=web.default.svc.cluster.local | 00-[0-9a-f]\{32\}-[0-9a-f]\{16\}-00$' \
   "$TMP/nghttpx12-access.log" || true)
 [[ $n == 20 ]] || fail "nghttpx logged $n CONNECTs with our headers: $(tail -n 3 "$TMP/nghttpx12-access.log")"
+note "access log: an originated tunnel's record"
+sizes=$(C curl -sS --max-time 10 --local-port 45003 -o /dev/null \
+  -w '%{size_request} %{size_header} %{size_download}' http://203.0.113.40/id.txt) || fail "curl"
+read -r sent hdr body <<<"$sizes"
+rec=$(access_record hbone_outbound client 192.0.2.2:45003)
+echo "$rec"
+$PY - "$rec" "$sent" "$((hdr + body))" <<'PY' || fail "hbone_outbound record: $rec"
+import json, sys
+r = json.loads(sys.argv[1])
+assert r["vip"] == "203.0.113.40:80" and r["backend"] == "198.51.100.12:8080", r
+assert r["bytes_from_client"] == int(sys.argv[2]) and r["bytes_to_client"] == int(sys.argv[3]), r
+assert r["source_principal"] == "spiffe://cluster.local/ns/demo/sa/server", r
+assert r["destination_principal"] == "spiffe://cluster.local/ns/default/sa/default", r
+assert r["service"] == "default/web.default.svc.cluster.local:80", r  # the mesh service:port
+PY
 note "origination: 20 parallel requests, and a $((BIG >> 20)) MiB download by sha256"
 for ((k = 0; k < 20; ++k)); do C curl -sS --max-time 20 -o "$TMP/par$k" http://203.0.113.40/id.txt & done
 wait_for 25 bash -c "[[ \$(cat $TMP/par* 2>/dev/null | grep -c 'hello over hbone') == 20 ]]" || fail "parallel requests"
@@ -214,8 +250,8 @@ out=$(C curl -sS --max-time 10 http://203.0.113.42/ 2>&1); rc=$?
 set -e
 [[ $rc != 0 ]] || fail "a non-200 CONNECT answer must reset the client: $out"
 (( $(metric meshgate_hbone_client_non_200_total) == 1 )) || fail "client_non_200 != 1"
-[[ $(metric meshgate_hbone_originated_total) == 43 ]] || fail "originated != 43"
-[[ $(metric meshgate_hbone_origin_streams_total) == 42 ]] || fail "origin_streams != 42"
+[[ $(metric meshgate_hbone_originated_total) == 44 ]] || fail "originated != 44"  # 20 + the access-log curl + 20 + 1 + impostor + non-200
+[[ $(metric meshgate_hbone_origin_streams_total) == 43 ]] || fail "origin_streams != 43"
 [[ $(metric meshgate_hbone_origin_client_resets_total) == 2 ]] || fail "clients reset: $(metric meshgate_hbone_origin_client_resets_total), want 2 (the impostor's, the non-200)"
 
 note "a listener routes by Host to the mesh service: over HBONE to its workload"
@@ -224,7 +260,7 @@ for ((k = 0; k < 5; ++k)); do
     fail "listener curl #$k"
   [[ $body == "hello over hbone" ]] || fail "listener curl #$k: body '$body'"
 done
-[[ $(metric meshgate_hbone_originated_total) == 48 ]] || fail "originated != 48 after the listener's 5"
+[[ $(metric meshgate_hbone_originated_total) == 49 ]] || fail "originated != 49 after the listener's 5"
 [[ $(metric 'meshgate_listener_connections_total{listener="by-host",outcome="routed"}') == 5 ]] ||
   fail "listener routed != 5"
 set +e

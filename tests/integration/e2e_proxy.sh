@@ -7,7 +7,8 @@
 #   half-close both ways; backend refuses -> client RST; backend RST -> client RST; client
 #   RST -> backend RST; idle timeout; PROXY protocol v2; N parallel connections; TIME-WAIT
 #   held for [proxy] time_wait_s then freed; transfers under netem loss / reordering /
-#   duplication / delay. (The SYN flood with legitimate clients is in reliability_tcp_stress.)
+#   duplication / delay; the access log's line of a curl (addresses, bytes each way, end) and
+#   its reopen on SIGUSR1 after a rename. (The SYN flood with legitimate clients is in reliability_tcp_stress.)
 # Then the same gateway with two workers on two queue pairs: af_packet's fanout ignores our RSS
 # key, so about half of the backends' segments reach the other worker and are handed over by
 # their destination port; transfers and parallel connections must not notice.
@@ -107,6 +108,8 @@ max_connections = 8192
 memory_mb = 64
 [conntrack]
 max_flows = 65536
+[access_log]
+path = "$TMP/access.log"
 $(svc web 203.0.113.20 80 8080 "" 198.51.100.11 198.51.100.12)
 $(svc web6 2001:db8:100::20 80 8080 "" 2001:db8:1::11 2001:db8:1::12)
 $(svc sink 203.0.113.21 9000 9000 "" 198.51.100.11)
@@ -142,6 +145,38 @@ done
 echo "spread: backend1=${seen[1]} backend2=${seen[2]} (from 198.51.100.2)"
 (( seen[1] + seen[2] == 20 && seen[1] > 0 && seen[2] > 0 )) || fail "spread or source address wrong"
 grep -q "2001:db8:1::2 " "$TMP"/http*.log || fail "IPv6 request not from 2001:db8:1::2"
+
+note "access log: the record of one curl; SIGUSR1 after a rename starts a new file"
+# access_record LOG PORT: the access-log line of the client port PORT (waits for it).
+access_record() {
+  wait_for 5 grep -q "\"client\":\"192.0.2.2:$2\"" "$1" || fail "no access-log record for :$2 in $1"
+  grep "\"client\":\"192.0.2.2:$2\"" "$1"
+}
+sizes=$(C curl -sS --max-time 5 --local-port 45001 -o /dev/null \
+  -w '%{size_request} %{size_header} %{size_download}' http://203.0.113.20/id.txt) || fail "curl"
+read -r sent hdr body <<<"$sizes"
+rec=$(access_record "$TMP/access.log" 45001)
+echo "$rec"
+python3 - "$rec" "$sent" "$((hdr + body))" <<'PY' || fail "access-log record: $rec"
+import json, sys
+r = json.loads(sys.argv[1])
+assert r["kind"] == "proxy" and r["service"] == "web", r
+assert r["vip"] == "203.0.113.20:80", r
+assert r["backend"] in ("198.51.100.11:8080", "198.51.100.12:8080"), r
+assert r["bytes_from_client"] == int(sys.argv[2]), (r, sys.argv[2])
+assert r["bytes_to_client"] == int(sys.argv[3]), (r, sys.argv[3])
+# http.server answers HTTP/1.0 and closes first.
+assert r["end"] == "backend_fin", r
+assert r["start"].endswith("Z") and r["duration_ms"] < 5000 and r["worker"] == 0, r
+PY
+mv "$TMP/access.log" "$TMP/access.log.1"
+kill -USR1 "$GW_PID"
+wait_for 5 grep -q "event=access_log_reopened trigger=sigusr1" "$TMP/gateway.log" || fail "no reopen"
+C curl -sS --max-time 5 --local-port 45002 -o /dev/null http://203.0.113.20/id.txt || fail "curl"
+access_record "$TMP/access.log" 45002 >/dev/null
+! grep -q '"client":"192.0.2.2:45002"' "$TMP/access.log.1" || fail "record went to the rotated file"
+(( $(metric meshgate_access_log_records_total) >= 23 )) || fail "records_total $(metric meshgate_access_log_records_total)"
+[[ $(metric meshgate_access_log_dropped_total) == 0 ]] || fail "access-log records dropped"
 
 note "download ${BIG_MB} MiB"
 want=$(sha256sum <"$TMP/www/big.bin" | cut -d' ' -f1)

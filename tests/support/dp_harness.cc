@@ -250,6 +250,8 @@ DataplaneHarness::DataplaneHarness(const std::string& config_toml, HarnessOption
       if (w == 0) wp.host_in[pi] = host_in_[pi];
     }
     wp.proxy = proxy_ ? &proxy_params_ : nullptr;
+    wp.access_log = w == 0 ? opt_.access_log : nullptr;
+    wp.access_log_flows = opt_.access_log_flows;
     wp.replay = true;
     wp.replay_packets = ~0ull;
     wp.pipeline = opt_.pipeline;

@@ -49,6 +49,10 @@ struct HarnessOptions {
   // Changes the config's service specs before each build (e.g. mesh identities and Istio
   // labels on endpoints, which inline TOML cannot give); none: as configured.
   std::function<void(std::vector<ctl::ServiceSpec>&)> edit_specs;
+  // Worker 0's access-log ring (WorkerParams::access_log; the test drains it), and whether
+  // packet-mode flows write flow-end records too.
+  dp::AccessRing* access_log = nullptr;
+  bool access_log_flows = false;
 };
 
 class DataplaneHarness {

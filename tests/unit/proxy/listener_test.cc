@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "dataplane/proxy/proxy.h"
 #include "dataplane/snapshot/snapshot.h"
@@ -168,7 +169,7 @@ std::string client_hello(const std::string& name, size_t pad = 0, size_t record 
 }
 
 struct ListenerNet : Net {
-  ListenerNet() : Net(config(), HarnessOptions{}) {}
+  explicit ListenerNet(HarnessOptions opt = HarnessOptions{}) : Net(config(), opt) {}
   const dp::Snapshot& snap() { return *h.snapshot(); }
   const dp::SnapListener& listener(const std::string& name) {
     for (const auto& l : snap().listeners) {
@@ -284,6 +285,50 @@ TEST(Listener, ResetsEachRejectedConnectionWithItsReason) {
   EXPECT_EQ(n.lcount("strict", dp::kLsPeekTimeout), 1u);
   EXPECT_TRUE(n.peer.accepted.empty()) << "no backend saw any of them";
   EXPECT_EQ(n.stats().sessions_active, 0u);
+}
+
+TEST(Listener, AccessLogRecordsNameTheListenerTheRoutedServiceAndEachRejection) {
+  dp::AccessRing ring(64);
+  HarnessOptions opt;
+  opt.access_log = &ring;
+  ListenerNet n(opt);
+  // Routed, then the client resets.
+  const TcpConnId c = n.send(443, client_hello("shop.example.com"));
+  ASSERT_EQ(n.peer.accepted.size(), 1u);
+  n.peer.st().abort(c);
+  n.settle();
+  // Rejected before any backend.
+  n.send(444, client_hello("other.test"));
+  n.send(444, client_hello(""));
+  n.send(444, "GET / HTTP/1.1\r\nHost: shop.example.com\r\n\r\n");
+  n.send(444, client_hello("shop.example.com", 2000));
+  const std::string hello = client_hello("shop.example.com");
+  n.send(444, hello.substr(0, hello.size() / 2), 0, 300);
+  std::vector<dp::AccessRecord> recs;
+  while (const dp::AccessRecord* r = ring.front()) {
+    recs.push_back(*r);
+    ring.pop();
+  }
+  ASSERT_EQ(recs.size(), 6u);
+  for (const dp::AccessRecord& r : recs) EXPECT_EQ(r.kind, dp::AccessKind::kListener);
+  EXPECT_EQ(recs[0].end, dp::AccessEnd::kClientReset);
+  EXPECT_STREQ(recs[0].names.listener, "tls");
+  EXPECT_STREQ(recs[0].names.service, "shop");
+  EXPECT_EQ(recs[0].tuple.vip, kListenerVip);
+  EXPECT_EQ(recs[0].tuple.vip_port, 443);
+  EXPECT_EQ(recs[0].tuple.backend, kShop);
+  EXPECT_EQ(recs[0].bytes_from_client, hello.size());
+  const dp::AccessEnd rejected[] = {dp::AccessEnd::kNoRoute, dp::AccessEnd::kNoName,
+                                    dp::AccessEnd::kMalformed, dp::AccessEnd::kPeekLimit,
+                                    dp::AccessEnd::kPeekTimeout};
+  for (size_t i = 0; i < 5; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(recs[i + 1].end, rejected[i]);
+    EXPECT_STREQ(recs[i + 1].names.listener, "strict");
+    EXPECT_STREQ(recs[i + 1].names.service, "");
+    EXPECT_TRUE(recs[i + 1].tuple.backend == IpAddr{});
+    EXPECT_EQ(recs[i + 1].bytes_from_client, 0u) << "nothing was passed on";
+  }
 }
 
 TEST(Listener, RoutesByHttpHostInSmallSegments) {

@@ -9,8 +9,10 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "control/runtime/istio_metrics.h"
+#include "dataplane/accesslog/access_record.h"
 #include "dataplane/proxy/proxy.h"
 #include "dataplane/proxy/proxy_protocol.h"
 #include "dataplane/stack/stack_host.h"
@@ -326,6 +328,107 @@ TEST(Proxy, StackLocalEndpointsAreItsListenersAndTheTuplesOfItsOwnConnections) {
   EXPECT_FALSE(s->is_local_endpoint(kLocal, htons(bt.remote_port), bt.local, htons(9999)));
   EXPECT_FALSE(s->is_local_endpoint(kLocal, htons(uint16_t(bt.remote_port + 1)), bt.local,
                                     htons(bt.local_port)));
+}
+
+// ---- access log ------------------------------------------------------------------------------
+
+std::vector<dp::AccessRecord> drain(dp::AccessRing& ring) {
+  std::vector<dp::AccessRecord> out;
+  while (const dp::AccessRecord* r = ring.front()) {
+    out.push_back(*r);
+    ring.pop();
+  }
+  return out;
+}
+
+TEST(ProxyAccessLog, ASessionsRecordHasItsTupleBytesEachWayAndWhoseFinCameFirst) {
+  dp::AccessRing ring(64);
+  HarnessOptions opt;
+  opt.access_log = &ring;
+  Net n(config(""), opt);
+  const TcpConnId c = n.connect(80);
+  ASSERT_EQ(n.peer.accepted.size(), 1u);
+  const TcpConnId b = n.peer.accepted[0];
+  const std::string up = pattern(12'345, 3), down = pattern(54'321, 4);
+  n.peer.conns[b].tx = down;
+  n.peer.conns[b].shut_after = true;  // the backend finishes first
+  for (int i = 0; i < 400 && !n.peer.conns[c].fin; ++i) n.pass_ms(5);
+  ASSERT_TRUE(n.peer.conns[c].fin);
+  EXPECT_TRUE(drain(ring).empty()) << "no record while a direction is open";
+  n.peer.conns[c].tx = up;
+  n.peer.conns[c].shut_after = true;
+  for (int i = 0; i < 400 && !n.peer.conns[b].fin; ++i) n.pass_ms(5);
+  ASSERT_TRUE(n.peer.conns[b].fin);
+  n.pass_ms(20);
+  const std::vector<dp::AccessRecord> recs = drain(ring);
+  ASSERT_EQ(recs.size(), 1u);
+  const dp::AccessRecord& r = recs[0];
+  EXPECT_EQ(r.kind, dp::AccessKind::kProxy);
+  EXPECT_EQ(r.end, dp::AccessEnd::kBackendFin);
+  EXPECT_EQ(r.tuple.client, kClient);
+  EXPECT_EQ(r.tuple.client_port, n.peer.conns[c].tuple.local_port);
+  EXPECT_EQ(r.tuple.vip, kVip);
+  EXPECT_EQ(r.tuple.vip_port, 80);
+  EXPECT_EQ(r.tuple.backend, n.peer.conns[b].tuple.local);
+  EXPECT_EQ(r.tuple.backend_port, 8080);
+  EXPECT_EQ(r.bytes_from_client, up.size());
+  EXPECT_EQ(r.bytes_to_client, down.size());
+  EXPECT_STREQ(r.names.service, "px");
+  EXPECT_GE(r.duration_ms, 10u);
+  EXPECT_GT(r.start_unix_ms, 1'700'000'000'000) << "a wall-clock start";
+}
+
+TEST(ProxyAccessLog, RefusalsAndResetsSayWhichSideEndedIt) {
+  dp::AccessRing ring(64);
+  HarnessOptions opt;
+  opt.access_log = &ring;
+  Net n(config(""), opt);
+  n.connect(82);  // the backend refuses
+  n.pass_ms(20);
+  std::vector<dp::AccessRecord> recs = drain(ring);
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].end, dp::AccessEnd::kBackendRefused);
+  EXPECT_STREQ(recs[0].names.service, "refused");
+  EXPECT_EQ(recs[0].tuple.backend_port, 9999);
+
+  const TcpConnId c1 = n.connect(80);
+  ASSERT_EQ(n.peer.accepted.size(), 1u);
+  n.peer.st().abort(c1);
+  n.settle();
+  const TcpConnId c2 = n.connect(80);
+  ASSERT_EQ(n.peer.accepted.size(), 2u);
+  n.peer.st().abort(n.peer.accepted[1]);
+  n.settle();
+  EXPECT_TRUE(n.peer.conns[c2].reset);
+  recs = drain(ring);
+  ASSERT_EQ(recs.size(), 2u);
+  EXPECT_EQ(recs[0].end, dp::AccessEnd::kClientReset);
+  EXPECT_EQ(recs[1].end, dp::AccessEnd::kBackendReset);
+}
+
+TEST(ProxyAccessLog, IdleTimeoutIsItsOwnEnd) {
+  dp::AccessRing ring(64);
+  HarnessOptions opt;
+  opt.access_log = &ring;
+  Net n(config("idle_timeout_s = 1\n"), opt);
+  n.connect(80);
+  n.pass_ms(1500);
+  const std::vector<dp::AccessRecord> recs = drain(ring);
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].end, dp::AccessEnd::kIdleTimeout);
+  EXPECT_NEAR(double(recs[0].duration_ms), 1000, 50);
+}
+
+TEST(ProxyAccessLog, AFullRingDropsRecordsAndTheProxyCarriesOn) {
+  dp::AccessRing ring(2);
+  HarnessOptions opt;
+  opt.access_log = &ring;
+  Net n(config(""), opt);
+  for (int i = 0; i < 5; ++i) n.connect(82);  // five refused connections, never drained
+  n.pass_ms(20);
+  EXPECT_EQ(ring.size(), 2u);
+  EXPECT_EQ(ring.dropped(), 3u);
+  EXPECT_EQ(n.stats().proxy[dp::kPxBackendRefused], 5u);
 }
 
 // Istio metrics. What a mesh source would give: px's backends are workload httpbin of service

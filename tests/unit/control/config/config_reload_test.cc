@@ -7,6 +7,7 @@
 
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 namespace meshgate::ctl {
@@ -194,6 +195,28 @@ TEST(RestartOnlyChanges, LiveKeysAreAccepted) {
     SCOPED_TRACE(what);
     EXPECT_TRUE(restart_only_changes(running, parse(text)).errors.empty())
         << restart_only_changes(running, parse(text)).str();
+  }
+}
+
+TEST(RestartOnlyChanges, AccessLogPathIsLiveTurningTheLogOnOrOffIsNot) {
+  const std::string on = edited("[admin]", "[access_log]\npath = \"/var/log/a.log\"\n[admin]");
+  const Config with_log = parse(on);
+  // A new path: the running log opens it.
+  const Config moved = parse(edited("/var/log/a.log", "/var/log/b.log", on));
+  EXPECT_TRUE(restart_only_changes(with_log, moved).errors.empty());
+  EXPECT_EQ(live_changes(with_log, moved).other, std::vector<std::string>{"access_log"});
+  // On or off, flows and the ring size: the workers' rings and hooks are made at start.
+  for (const auto& [a, b, key] : std::vector<std::tuple<Config, Config, std::string>>{
+           {parse(kRunning), with_log, "access_log.path"},
+           {with_log, parse(kRunning), "access_log.path"},
+           {with_log, parse(edited("a.log\"", "a.log\"\nflows = true", on)), "access_log.flows"},
+           {with_log, parse(edited("a.log\"", "a.log\"\nring_size = 128", on)),
+            "access_log.ring_size"}}) {
+    SCOPED_TRACE(key);
+    const ConfigErrors e = restart_only_changes(a, b);
+    ASSERT_EQ(e.errors.size(), 1u) << e.str();
+    EXPECT_EQ(e.errors[0].key, key);
+    EXPECT_NE(e.errors[0].message.find("access-log rings"), std::string::npos) << e.str();
   }
 }
 

@@ -1722,6 +1722,54 @@ INSTANTIATE_TEST_SUITE_P(Config, BadConfigTest, testing::ValuesIn(kBadConfigs),
                            return std::string(info.param.name);
                          });
 
+// ---- [access_log] ----
+
+const BadConfig kBadAccessLogConfigs[] = {
+    {"access_log_empty_path", R"([access_log]
+path = ""
+)",
+     2, 8, "access_log.path", R"(expected a file path or "-" (stdout), got "")"},
+    {"access_log_path_is_a_directory", R"([access_log]
+path = "/tmp/"
+)",
+     2, 8, "access_log.path", R"(expected a file path, got the directory "/tmp/")"},
+    {"access_log_flows_without_path", R"([access_log]
+flows = true
+)",
+     2, 9, "access_log.flows", "flow-end records need [access_log] path"},
+    {"access_log_ring_too_small", R"([access_log]
+path = "-"
+ring_size = 8
+)",
+     3, 13, "access_log.ring_size", "got 8"},
+    {"access_log_flows_not_a_bool", R"([access_log]
+path = "-"
+flows = "yes"
+)",
+     3, 9, "access_log.flows", "expected true or false"},
+    {"access_log_misspelt_key", R"([access_log]
+pth = "/var/log/meshgate/access.log"
+)",
+     2, 1, "access_log.pth", "did you mean 'path'?"},
+};
+
+INSTANTIATE_TEST_SUITE_P(AccessLog, BadConfigTest, testing::ValuesIn(kBadAccessLogConfigs),
+                         [](const testing::TestParamInfo<BadConfig>& info) {
+                           return std::string(info.param.name);
+                         });
+
+TEST(ConfigParse, AccessLogKeysAreStoredAndOffByDefault) {
+  EXPECT_EQ(parse_ok(std::string(kPort)).access_log.path, "");
+  const Config c = parse_ok("[access_log]\npath = \"/var/log/meshgate/access.log\"\nflows = "
+                            "true\nring_size = 65536\n" + std::string(kPort));
+  EXPECT_EQ(c.access_log.path, "/var/log/meshgate/access.log");
+  EXPECT_TRUE(c.access_log.flows);
+  EXPECT_EQ(c.access_log.ring_size, 65536u);
+  const Config d = parse_ok("[access_log]\npath = \"-\"\n" + std::string(kPort));
+  EXPECT_FALSE(d.access_log.flows);
+  EXPECT_EQ(d.access_log.ring_size, kDefaultAccessLogRingSize);
+}
+
 // The health_check cases: `text` goes after a service's first lines (so line 5 is its first
 // line) and before its backend; kTwinPort follows.
 struct BadHealthCheck {

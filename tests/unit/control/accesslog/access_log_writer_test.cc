@@ -1,0 +1,215 @@
+// The access log's control side (control/accesslog/access_log_writer.h): one golden JSON line per
+// record kind, the drain of every worker's ring into a file, reopening after a rename, and the
+// counters.
+#include "control/accesslog/access_log_writer.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "dataplane/snapshot/mode.h"
+#include "tests/support/temp_dir.h"
+
+namespace meshgate::ctl {
+namespace {
+
+using dp::AccessEnd;
+using dp::AccessKind;
+using dp::AccessRecord;
+
+IpAddr ip(const char* s) { return *IpAddr::parse(s); }
+
+// 2026-11-27T06:01:02.345Z
+constexpr int64_t kStart = 1795759262345;
+
+AccessRecord proxy_record() {
+  AccessRecord r;
+  r.start_unix_ms = kStart;
+  r.duration_ms = 1520;
+  r.worker = 1;
+  r.kind = AccessKind::kProxy;
+  r.end = AccessEnd::kClientFin;
+  r.tuple.set(ip("192.0.2.10"), 40000, ip("203.0.113.20"), 80, ip("198.51.100.11"), 8080);
+  r.bytes_from_client = 77;
+  r.bytes_to_client = 1048576;
+  dp::access_copy(r.names.service, "web");
+  return r;
+}
+
+std::string line(const AccessRecord& r) { return access_record_json(r).dump(); }
+
+TEST(AccessRecordJson, ProxyConnection) {
+  EXPECT_EQ(line(proxy_record()),
+            R"({"start":"2026-11-27T06:01:02.345Z","duration_ms":1520,"kind":"proxy",)"
+            R"("client":"192.0.2.10:40000","vip":"203.0.113.20:80","backend":"198.51.100.11:8080",)"
+            R"("service":"web","bytes_from_client":77,"bytes_to_client":1048576,)"
+            R"("end":"client_fin","worker":1})");
+}
+
+TEST(AccessRecordJson, ListenerConnectionRejectedBeforeItsBackend) {
+  AccessRecord r = proxy_record();
+  r.kind = AccessKind::kListener;
+  r.end = AccessEnd::kNoRoute;
+  r.tuple.backend = IpAddr{};
+  r.tuple.backend_port = 0;
+  r.bytes_from_client = r.bytes_to_client = 0;
+  r.names.service[0] = '\0';
+  dp::access_copy(r.names.listener, "edge-tls");
+  EXPECT_EQ(line(r),
+            R"({"start":"2026-11-27T06:01:02.345Z","duration_ms":1520,"kind":"listener",)"
+            R"("client":"192.0.2.10:40000","vip":"203.0.113.20:80","backend":"","service":"",)"
+            R"("listener":"edge-tls","bytes_from_client":0,"bytes_to_client":0,)"
+            R"("end":"no_route","worker":1})");
+}
+
+TEST(AccessRecordJson, HboneInboundCarriesBothPrincipals) {
+  AccessRecord r = proxy_record();
+  r.kind = AccessKind::kHboneInbound;
+  r.end = AccessEnd::kBackendReset;
+  r.tuple.set(ip("2001:db8::5"), 51000, ip("2001:db8::1"), 15008, ip("2001:db8:1::7"), 9080);
+  dp::access_copy(r.src_identity, "spiffe://cluster.local/ns/default/sa/sleep");
+  dp::access_copy(r.dst_identity, "spiffe://cluster.local/ns/istio-system/sa/meshgate");
+  EXPECT_EQ(line(r),
+            R"({"start":"2026-11-27T06:01:02.345Z","duration_ms":1520,"kind":"hbone_inbound",)"
+            R"("client":"[2001:db8::5]:51000","vip":"[2001:db8::1]:15008",)"
+            R"("backend":"[2001:db8:1::7]:9080","service":"web","bytes_from_client":77,)"
+            R"("bytes_to_client":1048576,)"
+            R"("source_principal":"spiffe://cluster.local/ns/default/sa/sleep",)"
+            R"("destination_principal":"spiffe://cluster.local/ns/istio-system/sa/meshgate",)"
+            R"("end":"backend_reset","worker":1})");
+}
+
+TEST(AccessRecordJson, HboneOutbound) {
+  AccessRecord r = proxy_record();
+  r.kind = AccessKind::kHboneOutbound;
+  r.end = AccessEnd::kBackendRefused;
+  dp::access_copy(r.src_identity, "spiffe://cluster.local/ns/istio-system/sa/meshgate");
+  dp::access_copy(r.dst_identity, "spiffe://cluster.local/ns/default/sa/web");
+  EXPECT_EQ(line(r),
+            R"({"start":"2026-11-27T06:01:02.345Z","duration_ms":1520,"kind":"hbone_outbound",)"
+            R"("client":"192.0.2.10:40000","vip":"203.0.113.20:80","backend":"198.51.100.11:8080",)"
+            R"("service":"web","bytes_from_client":77,"bytes_to_client":1048576,)"
+            R"("source_principal":"spiffe://cluster.local/ns/istio-system/sa/meshgate",)"
+            R"("destination_principal":"spiffe://cluster.local/ns/default/sa/web",)"
+            R"("end":"backend_refused","worker":1})");
+}
+
+TEST(AccessRecordJson, FlowShowsModeAndProtocolInsteadOfBytes) {
+  AccessRecord r = proxy_record();
+  r.kind = AccessKind::kFlow;
+  r.end = AccessEnd::kIdleTimeout;
+  r.mode = uint8_t(dp::Mode::kFullnat);
+  r.proto = 17;
+  EXPECT_EQ(line(r),
+            R"({"start":"2026-11-27T06:01:02.345Z","duration_ms":1520,"kind":"flow",)"
+            R"("client":"192.0.2.10:40000","vip":"203.0.113.20:80","backend":"198.51.100.11:8080",)"
+            R"("service":"web","mode":"fullnat","protocol":"udp","end":"idle_timeout","worker":1})");
+}
+
+TEST(AccessRecordJson, LongNamesAreCutToTheirArrays) {
+  AccessRecord r = proxy_record();
+  dp::access_copy(r.names.service, std::string(200, 's'));
+  EXPECT_EQ(std::string(r.names.service), std::string(dp::kAccessServiceLen - 1, 's'));
+  // Bytes that are not UTF-8 (a name cut inside a character) are replaced, not an exception.
+  r.names.service[0] = char(0xc3);
+  r.names.service[1] = '\0';
+  EXPECT_NE(access_record_json(r).dump(-1, ' ', false,
+                                       nlohmann::ordered_json::error_handler_t::replace),
+            "");
+}
+
+TEST(AccessRecordJson, Rfc3339Utc) {
+  EXPECT_EQ(rfc3339_utc_ms(0), "1970-01-01T00:00:00.000Z");
+  EXPECT_EQ(rfc3339_utc_ms(kStart), "2026-11-27T06:01:02.345Z");
+  EXPECT_EQ(rfc3339_utc_ms(1000 * 86400 + 7), "1970-01-02T00:00:00.007Z");
+}
+
+std::vector<std::string> lines_of(const std::string& path) {
+  std::ifstream f(path);
+  std::vector<std::string> out;
+  for (std::string l; std::getline(f, l);) out.push_back(l);
+  return out;
+}
+
+bool produce(dp::AccessRing* ring, uint64_t bytes) {
+  dp::AccessRecord* r = ring->reserve();
+  if (r == nullptr) return false;
+  *r = proxy_record();
+  r->bytes_from_client = bytes;
+  ring->commit();
+  return true;
+}
+
+TEST(AccessLogWriter, DrainsEveryWorkersRingIntoTheFileAndReopensAfterARename) {
+  test::TempDir dir;
+  const std::string path = dir.str() + "/access.log";
+  AccessLogWriter w(2, 64);
+  ASSERT_TRUE(w.open(path));
+  ASSERT_TRUE(produce(w.ring(0), 1));
+  ASSERT_TRUE(produce(w.ring(1), 2));
+  ASSERT_TRUE(produce(w.ring(0), 3));
+  EXPECT_EQ(w.drain(), 3u);
+  EXPECT_EQ(w.drain(), 0u);
+  std::vector<std::string> l = lines_of(path);
+  ASSERT_EQ(l.size(), 3u);
+  // Per worker in order: worker 0's two, then worker 1's.
+  EXPECT_EQ(nlohmann::json::parse(l[0])["bytes_from_client"], 1);
+  EXPECT_EQ(nlohmann::json::parse(l[1])["bytes_from_client"], 3);
+  EXPECT_EQ(nlohmann::json::parse(l[2])["bytes_from_client"], 2);
+  EXPECT_EQ(w.records(), 3u);
+
+  // logrotate: the file is renamed, then SIGUSR1 reopens the path (a new file).
+  const std::string rotated = path + ".1";
+  ASSERT_EQ(std::rename(path.c_str(), rotated.c_str()), 0);
+  ASSERT_TRUE(produce(w.ring(1), 4));
+  w.drain();  // before the reopen: still the renamed file
+  ASSERT_TRUE(w.reopen());
+  ASSERT_TRUE(produce(w.ring(1), 5));
+  w.drain();
+  EXPECT_EQ(lines_of(rotated).size(), 4u);
+  l = lines_of(path);
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(nlohmann::json::parse(l[0])["bytes_from_client"], 5);
+  EXPECT_EQ(w.write_errors(), 0u);
+}
+
+TEST(AccessLogWriter, FullRingsAreCountedAsDropsSummedOverWorkers) {
+  AccessLogWriter w(2, 64);
+  int refused = 0;
+  for (int i = 0; i < 70; ++i) refused += !produce(w.ring(0), 0);
+  for (int i = 0; i < 65; ++i) refused += !produce(w.ring(1), 0);
+  EXPECT_EQ(refused, 6 + 1);
+  EXPECT_EQ(w.dropped(), 7u);
+}
+
+TEST(AccessLogWriter, OpenFailureKeepsThePreviousFile) {
+  test::TempDir dir;
+  const std::string path = dir.str() + "/a.log";
+  AccessLogWriter w(1, 64);
+  ASSERT_TRUE(w.open(path));
+  auto r = w.open(dir.str() + "/missing/b.log");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("missing/b.log"), std::string::npos);
+  EXPECT_EQ(w.path(), path);
+  ASSERT_TRUE(produce(w.ring(0), 9));
+  w.drain();
+  EXPECT_EQ(lines_of(path).size(), 1u);
+}
+
+TEST(AccessLogWriter, WriteFailuresAreCountedAndTheRingsStillDrain) {
+  AccessLogWriter w(1, 64);
+  ASSERT_TRUE(w.open("/dev/full"));
+  ASSERT_TRUE(produce(w.ring(0), 1));
+  ASSERT_TRUE(produce(w.ring(0), 2));
+  EXPECT_EQ(w.drain(), 2u);
+  EXPECT_EQ(w.write_errors(), 2u);
+  EXPECT_EQ(w.records(), 0u);
+  EXPECT_EQ(w.ring(0)->size(), 0u);
+}
+
+}  // namespace
+}  // namespace meshgate::ctl
