@@ -218,6 +218,8 @@ void route_dpdk_logs() {
     return f;
   }();
   if (stream) rte_openlog_stream(stream);
+}
+
 std::string eal_failure_hint(const EalPlan& plan, bool user_args, uint64_t free_hugepage_mb) {
   const std::string mb = std::to_string(plan.memory_mb);
   if (!user_args) {
