@@ -7,20 +7,10 @@
 #include <cstring>
 #include <ctime>
 
+#include "control/common/log.h"
 #include "dataplane/snapshot/mode.h"
 
 namespace meshgate::ctl {
-
-std::string rfc3339_utc_ms(int64_t unix_ms) {
-  const int64_t ms = ((unix_ms % 1000) + 1000) % 1000;
-  const std::time_t secs = std::time_t((unix_ms - ms) / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[40];
-  const size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  std::snprintf(buf + n, sizeof buf - n, ".%03dZ", int(ms));
-  return buf;
-}
 
 std::string access_endpoint(const IpAddr& a, uint16_t port) {
   if (a == IpAddr{}) return "";

@@ -20,8 +20,6 @@
 
 namespace meshgate::ctl {
 
-// "2026-11-27T06:01:02.345Z": RFC 3339, UTC, milliseconds.
-std::string rfc3339_utc_ms(int64_t unix_ms);
 // "ip:port", IPv6 as "[v6]:port"; "" for the zero address (none).
 std::string access_endpoint(const IpAddr& a, uint16_t port);
 // One record as the JSON object of its line (fields in docs/CONTROL.md "Access log").

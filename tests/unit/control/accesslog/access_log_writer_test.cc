@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "control/common/log.h"
 #include "dataplane/snapshot/mode.h"
 #include "tests/support/temp_dir.h"
 
