@@ -161,7 +161,7 @@ void Admin::sample_rates(Clock::time_point now) {
     for (const dp::SnapBackend& be : snap->backends) {
       if (!seen.insert(be.stat_id).second) continue;
       const dp::BackendCounters c = backend_totals(views_, be.stat_id);
-      samples.push_back({be.stat_id, RateSample{c.flows, c.packets, c.bytes}});
+      samples.push_back({be.stat_id, RateSample{c.flows, c.packets, c.bytes, c.reply_bytes}});
     }
   }
   rates_.update(now, samples);
@@ -183,7 +183,8 @@ nlohmann::json Admin::stats_with_rates() {
       if (r == nullptr || !backends.contains(name)) continue;
       backends[name]["rates"] = {{"flows_per_s", r->flows_per_s},
                                  {"packets_per_s", r->packets_per_s},
-                                 {"bytes_per_s", r->bytes_per_s}};
+                                 {"bytes_per_s", r->bytes_per_s},
+                                 {"reply_bytes_per_s", r->reply_bytes_per_s}};
     }
   }
   return j;

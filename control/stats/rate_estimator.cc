@@ -12,11 +12,12 @@ void RateEstimator::update(Clock::time_point now,
     Entry& e = it->second;
     e.seen = true;
     const bool reset = s.flows < e.last.flows || s.packets < e.last.packets ||
-                       s.bytes < e.last.bytes;
+                       s.bytes < e.last.bytes || s.reply_bytes < e.last.reply_bytes;
     if (!fresh && !reset && secs > 0) {
       const Rates now_rates{double(s.flows - e.last.flows) / secs,
                             double(s.packets - e.last.packets) / secs,
-                            double(s.bytes - e.last.bytes) / secs};
+                            double(s.bytes - e.last.bytes) / secs,
+                            double(s.reply_bytes - e.last.reply_bytes) / secs};
       if (!e.measured) {
         e.avg = now_rates;
         e.measured = true;
@@ -24,6 +25,8 @@ void RateEstimator::update(Clock::time_point now,
         e.avg.flows_per_s += (now_rates.flows_per_s - e.avg.flows_per_s) * kRateWeight;
         e.avg.packets_per_s += (now_rates.packets_per_s - e.avg.packets_per_s) * kRateWeight;
         e.avg.bytes_per_s += (now_rates.bytes_per_s - e.avg.bytes_per_s) * kRateWeight;
+        e.avg.reply_bytes_per_s +=
+            (now_rates.reply_bytes_per_s - e.avg.reply_bytes_per_s) * kRateWeight;
       }
     } else if (reset) {
       e.measured = false;

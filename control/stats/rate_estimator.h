@@ -22,13 +22,15 @@ inline constexpr double kRateWeight = 0.25;             // IPVS: avg += (rate - 
 struct RateSample {
   uint64_t flows = 0;    // flows created
   uint64_t packets = 0;
-  uint64_t bytes = 0;
+  uint64_t bytes = 0;        // client to backend
+  uint64_t reply_bytes = 0;  // backend to client
 };
 
 struct Rates {
   double flows_per_s = 0;
   double packets_per_s = 0;
   double bytes_per_s = 0;
+  double reply_bytes_per_s = 0;
 };
 
 class RateEstimator {

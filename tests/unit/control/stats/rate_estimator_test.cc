@@ -1,5 +1,5 @@
 // The per-backend rate estimator behind /stats "rates": nothing before two samples, the first
-// interval's rate as it is, then IPVS's weighted average (a quarter of each new interval),
+// interval's rate as it is (bytes each way), then IPVS's weighted average (a quarter of each new interval),
 // restarts when a counter goes backwards, and forgets backends that left the snapshot.
 #include "control/stats/rate_estimator.h"
 
@@ -25,17 +25,19 @@ TEST(RateEstimator, FirstIntervalAsMeasuredThenAWeightedAverage) {
   RateEstimator e;
   const Clock::time_point t0{};
   e.update(t0, Samples{{7, {0, 0, 0}}});
-  e.update(t0 + std::chrono::seconds(2), Samples{{7, {20, 200, 20000}}});
+  e.update(t0 + std::chrono::seconds(2), Samples{{7, {20, 200, 20000, 60000}}});
   ASSERT_NE(e.rates(7), nullptr);
   EXPECT_DOUBLE_EQ(e.rates(7)->flows_per_s, 10);
   EXPECT_DOUBLE_EQ(e.rates(7)->packets_per_s, 100);
   EXPECT_DOUBLE_EQ(e.rates(7)->bytes_per_s, 10000);
+  EXPECT_DOUBLE_EQ(e.rates(7)->reply_bytes_per_s, 30000);
   // Idle for an interval: the average moves a quarter of the way to 0.
-  e.update(t0 + std::chrono::seconds(4), Samples{{7, {20, 200, 20000}}});
+  e.update(t0 + std::chrono::seconds(4), Samples{{7, {20, 200, 20000, 60000}}});
   EXPECT_DOUBLE_EQ(e.rates(7)->flows_per_s, 7.5);
   EXPECT_DOUBLE_EQ(e.rates(7)->bytes_per_s, 7500);
+  EXPECT_DOUBLE_EQ(e.rates(7)->reply_bytes_per_s, 22500);
   // 50 flows/s over the next (longer) interval: 7.5 + (50 - 7.5) / 4.
-  e.update(t0 + std::chrono::seconds(8), Samples{{7, {220, 200, 20000}}});
+  e.update(t0 + std::chrono::seconds(8), Samples{{7, {220, 200, 20000, 60000}}});
   EXPECT_DOUBLE_EQ(e.rates(7)->flows_per_s, 18.125);
 }
 
