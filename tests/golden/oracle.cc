@@ -383,7 +383,7 @@ Expectation Oracle::next(const pkt::Bytes& frame) {
       // The gateway counts a packet for its backend when it translates it.
       auto& bt = totals_.backends[sc.name][e.backend];
       ++bt.packets;
-      bt.bytes += frame.size();
+      (reverse ? bt.reply_bytes : bt.bytes) += frame.size();
       const auto in_csum = pkt::verify_checksums(frame);
       if (!in_csum.ok()) {
         unmodelled(e, "translating a packet whose checksum is already wrong");

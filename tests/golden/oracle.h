@@ -74,7 +74,8 @@ struct Expectation {
 
 struct BackendTotals {
   uint64_t packets = 0;  // both directions, like the gateway's per-backend counters
-  uint64_t bytes = 0;    // frame bytes as received
+  uint64_t bytes = 0;        // frame bytes as received, client to backend
+  uint64_t reply_bytes = 0;  // frame bytes as received, backend to client
   uint64_t flows = 0;
 };
 

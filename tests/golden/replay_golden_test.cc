@@ -244,6 +244,7 @@ TEST_F(GoldenReplay, flows_and_per_backend_counters_equal_the_oracle) {
       EXPECT_EQ(count(bj, "flows"), o.flows);
       EXPECT_EQ(count(bj, "packets"), o.packets);
       EXPECT_EQ(count(bj, "bytes"), o.bytes);
+      EXPECT_EQ(count(bj, "reply_bytes"), o.reply_bytes);
       packets += o.packets;
       flows += o.flows;
     }
