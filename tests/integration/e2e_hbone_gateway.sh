@@ -312,14 +312,14 @@ opened=$(istio connections_opened "${term[@]}")
 rx=$(istio received_bytes "${term[@]}") tx=$(istio sent_bytes "${term[@]}")
 (( rx >= 100 * 262144 + BIG + 8 * 10000 )) || fail "istio received bytes $rx"
 (( tx >= 100 * 262144 + BIG + 8 * 10000 )) || fail "istio sent bytes $tx (the echo)"
-# The curl originations to web (20 + 20 + the download + 5 through the listener): the gateway's
-# own identity is the source principal over mTLS.
+# The curl originations to web (20 + the access-log curl + 20 + the download + 5 through the
+# listener): the gateway's own identity is the source principal over mTLS.
 orig=(reporter=source source_principal=spiffe://cluster.local/ns/demo/sa/server
   source_workload=unknown destination_workload=web destination_canonical_service=web
   destination_version=v1 destination_principal=spiffe://cluster.local/ns/default/sa/default
   destination_service=web.default.svc.cluster.local destination_service_name=web)
-[[ $(istio connections_opened "${orig[@]}") == 46 ]] ||
-  fail "istio opened for originations to web: $(istio connections_opened "${orig[@]}"), want 46"
+[[ $(istio connections_opened "${orig[@]}") == 47 ]] ||
+  fail "istio opened for originations to web: $(istio connections_opened "${orig[@]}"), want 47"
 (( $(istio sent_bytes "${orig[@]}") >= BIG )) || fail "istio sent bytes to the curl clients < the download"
 
 note "drain: GOAWAY, the open stream still finishes, then the gateway exits"
