@@ -8,15 +8,19 @@
 #include <ctime>
 
 #include "control/common/log.h"
+#include "control/snapshot/stat_registry.h"
 #include "dataplane/snapshot/mode.h"
 
 namespace meshgate::ctl {
 
+namespace {
+
+// endpoint_str, or "" for the zero address (no such side).
 std::string access_endpoint(const IpAddr& a, uint16_t port) {
-  if (a == IpAddr{}) return "";
-  const std::string ip = a.str();
-  return (a.is_v4() ? ip : "[" + ip + "]") + ":" + std::to_string(port);
+  return a == IpAddr{} ? "" : endpoint_str(a, port);
 }
+
+}  // namespace
 
 nlohmann::ordered_json access_record_json(const dp::AccessRecord& r) {
   nlohmann::ordered_json j;

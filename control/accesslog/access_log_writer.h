@@ -20,8 +20,6 @@
 
 namespace meshgate::ctl {
 
-// "ip:port", IPv6 as "[v6]:port"; "" for the zero address (none).
-std::string access_endpoint(const IpAddr& a, uint16_t port);
 // One record as the JSON object of its line (fields in docs/CONTROL.md "Access log").
 nlohmann::ordered_json access_record_json(const dp::AccessRecord& r);
 
