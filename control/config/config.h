@@ -3,6 +3,7 @@
 // config/README.md. Every default is a named constant with its reason.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -401,6 +402,13 @@ struct AccessLogConfig {
 // runs and supervises (control/bgp/bgp_speaker.h).
 inline constexpr uint32_t kDefaultBgpHoldTimeS = 9;
 inline constexpr uint32_t kDefaultWithdrawWaitMs = 2000;
+// The longest TCP MD5 key Linux takes (TCP_MD5SIG_MAXKEYLEN); BIRD refuses a longer password when
+// it opens the session's socket, so the session would stay down.
+inline constexpr size_t kMaxBgpPasswordBytes = 80;
+// The daemon's control socket is <runtime_dir>/bgp.<pid>/bird.ctl and must fit sockaddr_un's
+// sun_path (108 bytes with its NUL): 107 - "/bgp." - 7 pid digits (PID_MAX_LIMIT is 2^22) -
+// "/bird.ctl". The speaker checks its socket name against this (bgp_speaker.cc).
+inline constexpr size_t kMaxBgpRuntimeDirBytes = 86;
 
 struct BgpPeerConfig {
   IpAddr address;          // on-link of a port with a host_interface

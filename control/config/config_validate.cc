@@ -1006,14 +1006,24 @@ class Validator {
   }
 
   // A string that goes into the BGP daemon's generated config inside double quotes.
-  void check_quotable(const std::string& key, const std::string& v) {
-    if (bad(key)) return;
+  // BIRD 2's lexer takes a string up to the next '"' or newline, without escapes.
+  bool check_quotable(const std::string& key, const std::string& v) {
+    if (bad(key)) return false;
     for (const char ch : v) {
       const auto c = static_cast<unsigned char>(ch);
       if (c < 0x20 || c == 0x7f || ch == '"' || ch == '\\') {
         error(key, "expected printable text without '\"' or '\\', got " + quoted(v));
-        return;
+        return false;
       }
+    }
+    return true;
+  }
+
+  void check_max_bytes(const std::string& key, const std::string& v, size_t max,
+                       const char* why) {
+    if (v.size() > max) {
+      error(key, "expected at most " + std::to_string(max) + " bytes (" + why + "), got " +
+                     std::to_string(v.size()));
     }
   }
 
@@ -1026,7 +1036,11 @@ class Validator {
     check_range("bgp.hold_time_s", b.hold_time_s, kHoldTimeSpec);
     check_range("bgp.withdraw_wait_ms", b.withdraw_wait_ms, kWithdrawWaitSpec);
     check_non_empty("bgp.daemon", b.daemon, "the path of the BGP daemon (BIRD 2)");
-    check_quotable("bgp.runtime_dir", b.runtime_dir);
+    if (check_quotable("bgp.runtime_dir", b.runtime_dir)) {
+      check_max_bytes("bgp.runtime_dir", b.runtime_dir, kMaxBgpRuntimeDirBytes,
+                      "the daemon's control socket <runtime_dir>/bgp.<pid>/bird.ctl must fit a "
+                      "Unix socket address, 108 bytes");
+    }
     if (b.router_id && !bad("bgp.router_id") && !b.router_id->is_v4()) {
       error("bgp.router_id", "expected an IPv4 address (a BGP identifier is 32 bits), got " +
                                  b.router_id->str());
@@ -1049,7 +1063,10 @@ class Validator {
       const BgpPeerConfig& peer = b.peers[i];
       const std::string k = indexed("bgp.peer", i);
       check_range(k + ".remote_as", peer.remote_as, kAsSpec);
-      check_quotable(k + ".password", peer.password);
+      if (check_quotable(k + ".password", peer.password)) {
+        check_max_bytes(k + ".password", peer.password, kMaxBgpPasswordBytes,
+                        "the kernel's longest TCP MD5 key, TCP_MD5SIG_MAXKEYLEN");
+      }
       const std::string ak = k + ".address";
       if (bad(ak)) continue;
       if (auto [it, fresh] = seen.emplace(peer.address, ak); !fresh) {

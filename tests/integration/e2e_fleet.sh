@@ -237,6 +237,13 @@ for n in 1 2; do
   wait_for 5 session_up "$n" || { gw_json "$n" /bgp; fail "gateway $n: /bgp shows no session up"; }
 done
 ip netns exec "$(gw_ns 1)" env MESHGATE_ADMIN="$(gw_admin)" "$MG_CTL" bgp | tee "$TMP/ctl-bgp.txt"
+# BIRD's own lines come as the gateway's events; its first reload, once it answers, is no failure.
+for n in 1 2; do
+  grep -q 'event=bgp_daemon_output msg="Started"' "${GWLOG[$n]}" \
+    || fail "gateway $n: BIRD's start is not logged as event=bgp_daemon_output"
+  ! grep -q 'bgp_reconfigure_failed' "${GWLOG[$n]}" || fail "gateway $n: bgp_reconfigure_failed at start"
+  ! grep -q '<INFO>' "${GWLOG[$n]}" || fail "gateway $n: BIRD's raw stderr in the log"
+done
 grep -q "Established" "$TMP/ctl-bgp.txt" || fail "meshgate-ctl bgp: no Established session"
 metrics=$(gw_json 1 /metrics)
 grep -qx 'meshgate_bgp_session_up{peer="192.0.2.254"} 1' <<<"$metrics" || fail "session_up metric"

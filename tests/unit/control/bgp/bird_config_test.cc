@@ -1,10 +1,17 @@
 // The BGP daemon's generated config (control/bgp/bird_config.h): the sessions a [bgp] table
 // asks for and the VIPs to announce; and that BIRD 2 itself accepts the text (bird -p parses a
 // config and exits).
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <string>
 
@@ -103,6 +110,25 @@ TEST(BirdConfig, bird_accepts_what_it_is_given) {
   }
   unlink(path.c_str());
   rmdir(dir);
+}
+
+// [bgp.peer] password's limit (config.h) is the kernel's: BIRD hands the key to TCP_MD5SIG and
+// leaves the session down when it is refused.
+TEST(BirdConfig, the_kernel_takes_an_md5_key_of_the_longest_password_and_no_longer) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  auto set_key = [&](size_t len) {
+    tcp_md5sig md5{};
+    auto* peer = reinterpret_cast<sockaddr_in*>(&md5.tcpm_addr);
+    peer->sin_family = AF_INET;
+    inet_pton(AF_INET, "192.0.2.254", &peer->sin_addr);
+    md5.tcpm_keylen = uint16_t(len);
+    std::memset(md5.tcpm_key, 'k', std::min<size_t>(len, sizeof md5.tcpm_key));
+    return setsockopt(fd, IPPROTO_TCP, TCP_MD5SIG, &md5, sizeof md5) == 0 ? 0 : errno;
+  };
+  EXPECT_EQ(set_key(kMaxBgpPasswordBytes), 0) << std::strerror(set_key(kMaxBgpPasswordBytes));
+  EXPECT_EQ(set_key(kMaxBgpPasswordBytes + 1), EINVAL);
+  close(fd);
 }
 
 }  // namespace

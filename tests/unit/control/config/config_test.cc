@@ -1073,6 +1073,36 @@ local_as = 65001
   password = "a\"b"
 )",
      11, 14, "bgp.peer[0].password", "expected printable text without", false},
+    // BIRD takes at most TCP_MD5SIG_MAXKEYLEN bytes and leaves the session down otherwise.
+    {"bgp_password_longer_than_a_tcp_md5_key", R"([[port]]
+name = "lan"
+device = "net_null0"
+addresses = ["192.0.2.1/24"]
+host_interface = "mgh"
+[bgp]
+local_as = 65001
+  [[bgp.peer]]
+  address = "192.0.2.254"
+  remote_as = 65000
+  password = "ppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppp"
+)",
+     11, 14, "bgp.peer[0].password",
+     "expected at most 80 bytes (the kernel's longest TCP MD5 key, TCP_MD5SIG_MAXKEYLEN), got 81",
+     false},
+    // <runtime_dir>/bgp.<7 digits>/bird.ctl must fit sun_path: 86 bytes is the most.
+    {"bgp_runtime_dir_too_long_for_the_control_socket", R"([[port]]
+name = "lan"
+device = "net_null0"
+addresses = ["192.0.2.1/24"]
+host_interface = "mgh"
+[bgp]
+local_as = 65001
+runtime_dir = "/run/dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd"
+  [[bgp.peer]]
+  address = "192.0.2.254"
+  remote_as = 65000
+)",
+     8, 15, "bgp.runtime_dir", "expected at most 86 bytes (the daemon's control socket", false},
     {"host_interface_twice", R"([[port]]
 name = "net0"
 device = "net_null0"
