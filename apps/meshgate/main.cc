@@ -1,7 +1,6 @@
 // meshgate: the gateway daemon and the pcap replay (README.md "Running it").
 #include <CLI/CLI.hpp>
 
-#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -90,16 +89,8 @@ int main(int argc, char** argv) {
     std::fputs(cfg.error().str().c_str(), stderr);
     return kExitUsage;
   }
-  ConfigErrors errs;
-  check_referenced_files(*cfg, &errs);
-  check_devices(*cfg, !opt.pcap_in.empty(), &errs);
-  if (opt.pcap_in.empty()) check_host_services(*cfg, &errs);
+  ConfigErrors errs = preflight(*cfg, !opt.pcap_in.empty(), /*devices=*/true);
   if (!errs.errors.empty()) {
-    std::stable_sort(errs.errors.begin(), errs.errors.end(),
-                     [](const ConfigError& a, const ConfigError& b) {
-                       return std::pair{a.pos.line, a.pos.column} <
-                              std::pair{b.pos.line, b.pos.column};
-                     });
     std::fputs(errs.str().c_str(), stderr);
     return kExitUsage;
   }
@@ -110,6 +101,14 @@ int main(int argc, char** argv) {
         "address; bind it to 127.0.0.1 or ::1\"", cfg->admin.listen.c_str());
   }
   if (check) {
+    // The start's own memory check, on this host: stdout stays "config ok" alone for scripts.
+    const MemoryNeed need = start_memory_need(*cfg, opt);
+    check_start_memory(*cfg, need, &errs);
+    if (!errs.errors.empty()) {
+      std::fputs(errs.str().c_str(), stderr);
+      return kExitUsage;
+    }
+    std::fprintf(stderr, "memory: %s\n", memory_need_text(need).c_str());
     std::puts("config ok");
     return kExitOk;
   }
