@@ -1,7 +1,6 @@
 // meshgate: the gateway daemon and the pcap replay (README.md "Running it").
 #include <CLI/CLI.hpp>
 
-#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -42,7 +41,7 @@ int main(int argc, char** argv) {
   app.add_flag("--check", check, "validate the configuration, print 'config ok' or the errors");
   bool offline = false;
   app.add_flag("--offline", offline,
-               "with --check: check the file alone, not the devices, files and host services "
+               "with --check: check the file alone, not the devices, files, host services and memory "
                "it names (a config written for another host)");
   app.add_option("--workers", opt.workers, "worker lcores (overrides [gateway] workers)")
       ->check(CLI::Range(1u, kMaxWorkers));
@@ -98,18 +97,10 @@ int main(int argc, char** argv) {
     std::fputs(cfg.error().str().c_str(), stderr);
     return kExitUsage;
   }
+  // --offline: the file alone, not what it names on this host.
   ConfigErrors errs;
-  if (!offline) {
-    check_referenced_files(*cfg, &errs);
-    check_devices(*cfg, !opt.pcap_in.empty(), &errs);
-    if (opt.pcap_in.empty()) check_host_services(*cfg, &errs);
-  }
+  if (!offline) errs = preflight(*cfg, !opt.pcap_in.empty(), /*devices=*/true);
   if (!errs.errors.empty()) {
-    std::stable_sort(errs.errors.begin(), errs.errors.end(),
-                     [](const ConfigError& a, const ConfigError& b) {
-                       return std::pair{a.pos.line, a.pos.column} <
-                              std::pair{b.pos.line, b.pos.column};
-                     });
     std::fputs(errs.str().c_str(), stderr);
     return kExitUsage;
   }
@@ -120,9 +111,20 @@ int main(int argc, char** argv) {
         "address; bind it to 127.0.0.1 or ::1\"", cfg->admin.listen.c_str());
   }
   if (check) {
-    std::puts(offline ? "config ok (offline: the devices, files and host services it names were "
-                        "not checked)"
-                      : "config ok");
+    if (offline) {
+      std::puts("config ok (offline: the devices, files, host services and memory it needs were "
+                "not checked)");
+      return kExitOk;
+    }
+    // The start's own memory check, on this host: stdout stays "config ok" alone for scripts.
+    const MemoryNeed need = start_memory_need(*cfg, opt);
+    check_start_memory(*cfg, need, &errs);
+    if (!errs.errors.empty()) {
+      std::fputs(errs.str().c_str(), stderr);
+      return kExitUsage;
+    }
+    std::fprintf(stderr, "memory: %s\n", memory_need_text(need).c_str());
+    std::puts("config ok");
     return kExitOk;
   }
   install_signal_handlers();

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include "control/snapshot/maglev.h"
 #include "dataplane/conntrack/conntrack.h"
@@ -51,18 +52,77 @@ uint32_t estimate_memory_mb(const Config& cfg, uint32_t workers, uint32_t mbufs)
   return uint32_t((bytes + (1u << 20) - 1) >> 20);
 }
 
+uint64_t maglev_table_bytes(const ServiceConfig& s) {
+  const uint64_t slots = s.table_size ? s.table_size : lb_auto_table_size(s.backends.size());
+  return slots * sizeof(uint32_t);
+}
+
+namespace {
+
+// A snapshot's per-service entries (SnapService, its backends, index and stat entries) are a
+// few hundred bytes; 1 KiB a service and 256 bytes a backend leave room for the vectors'
+// growth.
+uint64_t entry_bytes(const ServiceConfig& s) { return 1024 + 256 * uint64_t(s.backends.size()); }
+
+// The builder reuses a service's table when its backends (in order, with their weights) and its
+// table size are the same (build_snapshot, control/snapshot/builder.h).
+bool same_table(const ServiceConfig& a, const ServiceConfig& b) {
+  return maglev_table_bytes(a) == maglev_table_bytes(b) &&
+         std::equal(a.backends.begin(), a.backends.end(), b.backends.begin(), b.backends.end(),
+                    [](const BackendConfig& x, const BackendConfig& y) {
+                      return x.address == y.address && x.port == y.port && x.weight == y.weight;
+                    });
+}
+
+}  // namespace
+
 uint64_t estimate_table_bytes(const Config& cfg) {
-  // A snapshot's per-service entries (SnapService, its backends, index and stat entries) are a
-  // few hundred bytes; 1 KiB a service and 256 bytes a backend leave room for the vectors'
-  // growth.
-  constexpr uint64_t kServiceBytes = 1024;
-  constexpr uint64_t kBackendBytes = 256;
   uint64_t bytes = 0;
-  for (const auto& s : cfg.services) {
-    const uint64_t slots = s.table_size ? s.table_size : lb_auto_table_size(s.backends.size());
-    bytes += slots * sizeof(uint32_t) + kServiceBytes + kBackendBytes * s.backends.size();
-  }
+  for (const auto& s : cfg.services) bytes += maglev_table_bytes(s) + entry_bytes(s);
   return bytes;
+}
+
+ReloadTables estimate_reload_tables(const Config& running, const Config& next) {
+  std::unordered_map<std::string_view, const ServiceConfig*> old;
+  old.reserve(running.services.size());
+  for (const auto& s : running.services) old.emplace(s.name, &s);
+  ReloadTables t;
+  uint64_t largest = 0;
+  for (size_t i = 0; i < next.services.size(); ++i) {
+    const ServiceConfig& s = next.services[i];
+    t.bytes += entry_bytes(s);
+    const auto it = old.find(s.name);
+    if (it != old.end() && same_table(*it->second, s)) continue;
+    t.bytes += maglev_table_bytes(s);
+    ++t.built;
+    if (maglev_table_bytes(s) > largest) {
+      largest = maglev_table_bytes(s);
+      t.largest = i;
+    }
+  }
+  return t;
+}
+
+MemoryNeed memory_need(const Config& cfg, const EalPlan& plan, bool mbufs_fit,
+                       uint64_t available_mb) {
+  MemoryNeed n;
+  n.mbufs_fit = mbufs_fit;
+  n.eal_mb = mbufs_fit ? plan.memory_mb : UINT32_MAX;
+  n.eal_in_ram = !mbufs_fit || !plan.hugepages;
+  n.tables_mb = mib_ceil(estimate_table_bytes(cfg));
+  n.services = cfg.services.size();
+  n.needed_mb = n.tables_mb + (n.eal_in_ram ? n.eal_mb : 0);
+  n.available_mb = available_mb;
+  return n;
+}
+
+std::string memory_need_text(const MemoryNeed& n) {
+  return "needs about " + std::to_string(n.needed_mb) + " MiB (EAL: mbufs and flow tables " +
+         std::to_string(n.eal_mb) + " MiB" + (n.eal_in_ram ? "" : " in hugepages") +
+         "; Maglev tables of " + std::to_string(n.services) + " services " +
+         std::to_string(n.tables_mb) + " MiB), " +
+         (n.available_mb ? "host has " + std::to_string(n.available_mb) + " MiB available"
+                         : std::string("available memory unknown"));
 }
 
 uint64_t available_memory_mb() {

@@ -3,6 +3,7 @@
 // Main thread, before anything else touches DPDK.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,9 +27,43 @@ uint32_t estimate_memory_mb(const Config& cfg, uint32_t workers, uint32_t mbufs)
 // (4 bytes a slot; 65537 slots when automatic: 256 KiB a service) and its entries. Mesh
 // services are not known before their source answers and are not counted.
 uint64_t estimate_table_bytes(const Config& cfg);
+// The Maglev table of one service: 4 bytes a slot.
+uint64_t maglev_table_bytes(const ServiceConfig& s);
+// Memory outside the EAL's that a reload from `running` to `next` adds while the running
+// snapshot still serves: the Maglev table of each service of `next` that is built anew (added,
+// or its backends, weights or table size changed; the builder reuses the others' tables) and
+// every service's entries. Counted as estimate_table_bytes counts them.
+struct ReloadTables {
+  uint64_t bytes = 0;
+  size_t built = 0;          // services whose table is built anew
+  size_t largest = SIZE_MAX; // index in next.services of the largest of them (SIZE_MAX: none)
+};
+ReloadTables estimate_reload_tables(const Config& running, const Config& next);
 // Memory this process can still take, in MB: MemAvailable, or what the cgroup's memory.max
 // leaves when that is less. 0 when unknown.
 uint64_t available_memory_mb();
+
+// What a start needs of the host's memory before the EAL takes any: the EAL's part (from RAM
+// unless hugepages hold it) and the static services' Maglev tables (always ordinary memory).
+struct MemoryNeed {
+  bool mbufs_fit = true;       // false: more mbufs than the EAL's estimate can count
+  uint64_t eal_mb = 0;         // the EAL's estimate (plan_eal); UINT32_MAX when !mbufs_fit
+  bool eal_in_ram = true;      // false: hugepages hold it and it is not in needed_mb
+  uint64_t tables_mb = 0;      // estimate_table_bytes, rounded up to MiB
+  size_t services = 0;         // static services counted in tables_mb
+  uint64_t needed_mb = 0;      // tables_mb, plus eal_mb when in RAM
+  uint64_t available_mb = 0;   // available_memory_mb(); 0 when unknown (never refused then)
+  bool fits() const { return mbufs_fit && (available_mb == 0 || needed_mb <= available_mb); }
+};
+// Pure function of the config, the EAL plan made for it and the memory available.
+MemoryNeed memory_need(const Config& cfg, const EalPlan& plan, bool mbufs_fit,
+                       uint64_t available_mb);
+// "needs about N MiB (EAL: mbufs and flow tables E MiB; Maglev tables of S services T MiB),
+// host has A MiB available" ("in hugepages" after E when they hold it; "available memory
+// unknown" when it is).
+std::string memory_need_text(const MemoryNeed& need);
+// Bytes rounded up to MiB.
+inline uint64_t mib_ceil(uint64_t bytes) { return (bytes + (1u << 20) - 1) >> 20; }
 // Free hugepage memory in MB (all page sizes).
 uint64_t free_hugepage_mb();
 

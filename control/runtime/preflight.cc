@@ -2,11 +2,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "control/common/file_read.h"
@@ -71,6 +73,41 @@ void check_host_services(const Config& cfg, ConfigErrors* errs) {
                             "\"" + cfg.bgp.daemon + "\" is not an executable: " +
                                 std::strerror(errno) + " (Debian's BIRD 2 is the package bird2)"});
   }
+}
+
+ConfigErrors preflight(const Config& cfg, bool replay, bool devices) {
+  ConfigErrors errs;
+  check_referenced_files(cfg, &errs);
+  if (devices) check_devices(cfg, replay, &errs);
+  if (!replay) check_host_services(cfg, &errs);
+  std::stable_sort(errs.errors.begin(), errs.errors.end(),
+                   [](const ConfigError& a, const ConfigError& b) {
+                     return std::pair{a.pos.line, a.pos.column} < std::pair{b.pos.line, b.pos.column};
+                   });
+  return errs;
+}
+
+std::string table_key(const Config& cfg, size_t i) {
+  const std::string k = "service[" + std::to_string(i) + "]";
+  return cfg.services[i].table_size ? k + ".table_size" : k;
+}
+
+void check_start_memory(const Config& cfg, const MemoryNeed& need, ConfigErrors* errs) {
+  if (need.fits()) return;
+  std::string key = "conntrack.max_flows";
+  if (need.tables_mb * 2 >= need.needed_mb && !cfg.services.empty()) {
+    size_t largest = 0;
+    for (size_t i = 1; i < cfg.services.size(); ++i) {
+      if (maglev_table_bytes(cfg.services[i]) > maglev_table_bytes(cfg.services[largest])) {
+        largest = i;
+      }
+    }
+    key = table_key(cfg, largest);
+  }
+  errs->errors.push_back({position_of(cfg, key), key,
+                          "memory: the config " + memory_need_text(need) +
+                              ": a start would be refused; lower conntrack.max_flows, "
+                              "proxy.memory_mb, table_size or the service count"});
 }
 
 std::string check_output_file(const std::string& path) {

@@ -4,7 +4,10 @@
 // Main thread.
 #pragma once
 
+#include <string>
+
 #include "control/config/config.h"
+#include "control/runtime/eal.h"
 
 namespace meshgate::ctl {
 
@@ -21,6 +24,20 @@ void check_devices(const Config& cfg, bool replay, ConfigErrors* errs);
 // What a live start needs of the host besides devices: TUN/TAP (/dev/net/tun) for host
 // interfaces, the BGP daemon's executable for [bgp]. Appends to `errs`.
 void check_host_services(const Config& cfg, ConfigErrors* errs);
+
+// What `cfg` names outside itself, as --check and a start check it: check_referenced_files,
+// check_devices (with `devices`) and, unless `replay`, check_host_services; the errors in file
+// order. A reload runs the same checks but the devices' (`devices` false): its [[port]]s cannot
+// change (restart_only_changes) and the running gateway holds their devices.
+ConfigErrors preflight(const Config& cfg, bool replay, bool devices);
+
+// A start's memory (start_memory_need, runtime.h) that does not fit: an error with the figures
+// at the key that weighs most (the largest Maglev table's service when the tables are most of
+// it, else conntrack.max_flows). Appends to `errs`.
+void check_start_memory(const Config& cfg, const MemoryNeed& need, ConfigErrors* errs);
+
+// The key of service `i` to report its table at: its table_size when set, else the service.
+std::string table_key(const Config& cfg, size_t i);
 
 // An output file (--pcap-out, --stats-json) can be created or replaced: "" when it can, else
 // why not ("directory /x does not exist", "... is read-only").

@@ -1,5 +1,6 @@
 #include "control/runtime/reload.h"
 
+#include <cstdint>
 #include <ctime>
 #include <string>
 #include <utility>
@@ -7,6 +8,8 @@
 #include "control/common/file_read.h"
 #include "control/common/log.h"
 #include "control/common/sha256.h"
+#include "control/runtime/eal.h"
+#include "control/runtime/preflight.h"
 
 namespace meshgate::ctl {
 
@@ -36,6 +39,11 @@ std::string joined(const std::vector<std::string>& v) {
 
 ReloadOutcome check_reload(const Config& running, const char* trigger,
                            std::optional<Config>* next) {
+  return check_reload(running, trigger, available_memory_mb(), next);
+}
+
+ReloadOutcome check_reload(const Config& running, const char* trigger, uint64_t available_mb,
+                           std::optional<Config>* next) {
   ReloadOutcome o;
   o.trigger = trigger;
   o.unix_time = int64_t(std::time(nullptr));
@@ -54,9 +62,32 @@ ReloadOutcome check_reload(const Config& running, const char* trigger,
     o.errors = std::move(loaded.error());
     return o;
   }
+  // A file --check refuses is refused here too, before restart_required: that answer asks for
+  // a restart, which would fail on it.
+  o.errors = preflight(*loaded, /*replay=*/false, /*devices=*/false);
+  if (!o.errors.errors.empty()) {
+    o.result = ReloadResult::kInvalid;
+    return o;
+  }
   o.errors = restart_only_changes(running, *loaded);
   if (!o.errors.errors.empty()) {
     o.result = ReloadResult::kRestartRequired;
+    return o;
+  }
+  // The sizes a start checked cannot change (restart_only_changes): what a reload adds is the
+  // tables it builds while the running ones still serve.
+  const ReloadTables t = estimate_reload_tables(running, *loaded);
+  o.needed_mb = mib_ceil(t.bytes);
+  o.available_mb = available_mb;
+  if (o.memory_refused()) {
+    o.result = ReloadResult::kInvalid;
+    const std::string key = t.largest != SIZE_MAX ? table_key(*loaded, t.largest) : "";
+    o.errors.errors.push_back(ConfigError{
+        key.empty() ? SourcePos{loaded->path, 0, 0} : position_of(*loaded, key), key,
+        "memory: the reload needs about " + std::to_string(o.needed_mb) +
+            " MiB (Maglev tables of " + std::to_string(t.built) + " services added or changed, "
+            "every service's entries), more than the " + std::to_string(available_mb) +
+            " MiB this host has available; lower table_size or the service count"});
     return o;
   }
   o.changes = live_changes(running, *loaded);
@@ -75,8 +106,12 @@ void log_reload(const ReloadOutcome& o) {
         c.listeners_removed, c.listeners_changed, joined(c.other).c_str(), o.sha256.c_str());
     return;
   }
-  log(LogLevel::kError, "config_reload", "result=%s trigger=%s errors=%zu action=\"%s\"",
-      result_name(o.result), o.trigger, o.errors.errors.size(),
+  const std::string memory = o.memory_refused() ? " needed_mb=" + std::to_string(o.needed_mb) +
+                                                       " available_mb=" +
+                                                       std::to_string(o.available_mb)
+                                                 : "";
+  log(LogLevel::kError, "config_reload", "result=%s trigger=%s errors=%zu%s action=\"%s\"",
+      result_name(o.result), o.trigger, o.errors.errors.size(), memory.c_str(),
       "nothing changed; the running config stays");
   for (const ConfigError& e : o.errors.errors) {
     log(LogLevel::kError, "config_reload_error", "result=%s error=\"%s\"", result_name(o.result),

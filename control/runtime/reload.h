@@ -32,14 +32,26 @@ struct ReloadOutcome {
   ConfigChanges changes;     // ok
   std::string sha256;        // of the bytes read ("" when the file could not be read)
   int64_t unix_time = 0;
+  // The memory the new snapshot's tables add (estimate_reload_tables, eal.h) and what the host
+  // had available, in MiB; 0 until that check ran (available_mb also when it is unknown).
+  uint64_t needed_mb = 0;
+  uint64_t available_mb = 0;
+  bool memory_refused() const { return available_mb != 0 && needed_mb > available_mb; }
 };
 
-// Reads `running.path` again and checks it: parse and validation errors (invalid), then
-// restart_only_changes (restart_required), else ok with the live changes and the new config in
-// `*next`.
+// Reads `running.path` again and checks it as --check does: parse and validation errors, then
+// what the file names outside itself (preflight, preflight.h: referenced files, host services;
+// not the devices, which a reload cannot change) are invalid; then restart_only_changes
+// (restart_required); then the memory the reload's tables add: beyond `available_mb` (0:
+// unknown, not checked) it is invalid, naming both figures. Else ok with the live changes and
+// the new config in `*next`. Nothing of the running gateway is touched either way.
+ReloadOutcome check_reload(const Config& running, const char* trigger, uint64_t available_mb,
+                           std::optional<Config>* next);
+// The same with the host's available_memory_mb().
 ReloadOutcome check_reload(const Config& running, const char* trigger, std::optional<Config>* next);
 
-// One key=value line per attempt: result, trigger, what changed or every error.
+// One key=value line per attempt: result, trigger, what changed or every error (and needed_mb,
+// available_mb when the memory refused it).
 void log_reload(const ReloadOutcome& o);
 // POST /reload: 200 (ok), 400 (invalid), 409 (restart_required), with reload_json().
 AdminReply reload_reply(const ReloadOutcome& o);

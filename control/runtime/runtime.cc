@@ -178,6 +178,43 @@ dp::ProxyParams proxy_params(const Config& cfg) {
   return pp;
 }
 
+uint64_t mbufs_needed(const Config& cfg, uint32_t workers, const std::vector<std::string>& devices) {
+  uint64_t mbufs = 0;
+  for (const auto& p : cfg.ports) mbufs += uint64_t(workers) * (p.rx_descriptors + p.tx_descriptors);
+  mbufs += uint64_t(workers) * (4 * dp::kBurst + dp::PendingQueue::kCapacity + kMbufCache) + 4096;
+  for (const auto& p : cfg.ports) {
+    if (!p.host_interface.empty()) mbufs += HostInterfaces::kMbufsPerTwin;
+  }
+  if (uses_proxy(cfg) || uses_hbone(cfg)) {
+    // Buffered TCP data is received mbufs (one per segment, >= 1 KiB of payload each when the
+    // budget is what limits), plus the frames the stacks emit between two drains.
+    mbufs += uint64_t(workers) * ((uint64_t(cfg.proxy.memory_mb) << 20) / 1024 + dp::kStackOutQueue);
+  }
+  // net_pcap with infinite_rx copies its whole file into the RX pool at start: make room.
+  for (const std::string& d : devices) {
+    if (d.rfind("net_pcap", 0) != 0 || d.find("infinite_rx=1") == std::string::npos) continue;
+    const auto at = d.find("rx_pcap=");
+    if (at == std::string::npos) continue;
+    const std::string path = d.substr(at + 8, d.find(',', at) - (at + 8));
+    if (auto n = count_pcap_packets(path)) mbufs += *n;
+  }
+  return mbufs;
+}
+
+MemoryNeed start_memory_need(const Config& cfg, const RunOptions& opt) {
+  // As plan_workers sizes a start: a replay runs one worker, its first port the pcap device.
+  const bool replay = !opt.pcap_in.empty();
+  const uint32_t workers = replay ? 1 : opt.workers ? opt.workers : cfg.gateway.workers;
+  std::vector<std::string> devices;
+  for (size_t i = replay ? 1 : 0; i < cfg.ports.size(); ++i) devices.push_back(cfg.ports[i].device);
+  const uint64_t mbufs = mbufs_needed(cfg, std::max<uint32_t>(workers, 1), devices);
+  const bool fit = mbufs <= std::numeric_limits<uint32_t>::max();
+  const EalPlan plan = plan_eal(cfg, std::max<uint32_t>(workers, 1),
+                                uint32_t(std::min<uint64_t>(mbufs, UINT32_MAX)), opt.eal_args,
+                                opt.log_level);
+  return memory_need(cfg, plan, fit, available_memory_mb());
+}
+
 namespace {
 
 // kWithdrawing: a drain with [bgp] first withdraws the VIPs and waits withdraw_wait_ms, still
@@ -373,13 +410,9 @@ int GatewayRun::plan_workers() {
 void GatewayRun::plan_buffers() {
   per_worker_flows_ = std::max<uint32_t>(1024, cfg_.conntrack.max_flows / workers_);
   affinity_ = std::make_unique<dp::AffinityTable>(dp::affinity_entries_for(cfg_.conntrack.max_flows));
-  for (const auto& p : cfg_.ports) {
-    mbufs_ += uint64_t(workers_) * (p.rx_descriptors + p.tx_descriptors);
-  }
-  mbufs_ += uint64_t(workers_) * (4 * dp::kBurst + dp::PendingQueue::kCapacity + kMbufCache) + 4096;
-  for (const auto& p : cfg_.ports) {
-    if (!p.host_interface.empty()) mbufs_ += HostInterfaces::kMbufsPerTwin;
-  }
+  std::vector<std::string> devices;
+  for (const auto& st : setups_) devices.push_back(st.device);
+  mbufs_ = mbufs_needed(cfg_, workers_, devices);
   // HBONE runs on the proxy's TCP stack: with [hbone] certificates the stack runs too.
   hbone_ = uses_hbone(cfg_);
   proxy_ = uses_proxy(cfg_) || hbone_;
@@ -393,22 +426,7 @@ void GatewayRun::plan_buffers() {
       ssize_t(sizeof hbone_cfg_.source_seed)) {
     hbone_cfg_.source_seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
   }
-  if (proxy_) {
-    proxy_cfg_ = proxy_params(cfg_);
-    // Buffered TCP data is received mbufs (one per segment, >= 1 KiB of payload each when the
-    // budget is what limits), plus the frames the stacks emit between two drains.
-    mbufs_ += uint64_t(workers_) *
-              ((uint64_t(cfg_.proxy.memory_mb) << 20) / 1024 + dp::kStackOutQueue);
-  }
-  // net_pcap with infinite_rx copies its whole file into the RX pool at start: make room.
-  for (const auto& st : setups_) {
-    const std::string& d = st.device;
-    if (d.rfind("net_pcap", 0) != 0 || d.find("infinite_rx=1") == std::string::npos) continue;
-    const auto at = d.find("rx_pcap=");
-    if (at == std::string::npos) continue;
-    const std::string path = d.substr(at + 8, d.find(',', at) - (at + 8));
-    if (auto n = count_pcap_packets(path)) mbufs_ += *n;
-  }
+  if (proxy_) proxy_cfg_ = proxy_params(cfg_);
 }
 
 int GatewayRun::check_memory() {
@@ -418,24 +436,17 @@ int GatewayRun::check_memory() {
   // Memory, before the EAL takes any: what the config asks for must fit what the host has
   // left, or the start would end in the OOM killer's hands, silently. The EAL's part comes
   // from RAM unless hugepages hold it; the Maglev tables are always ordinary memory.
-  const uint64_t tables_mb = (estimate_table_bytes(cfg_) + (1u << 20) - 1) >> 20;
   const bool mbufs_fit = mbufs_ <= std::numeric_limits<uint32_t>::max();
   plan_ = plan_eal(cfg_, workers_, uint32_t(std::min<uint64_t>(mbufs_, UINT32_MAX)),
                    opt_.eal_args, opt_.log_level);
-  const bool eal_in_ram = !mbufs_fit || !plan_.hugepages;
-  const uint64_t eal_mb = mbufs_fit ? plan_.memory_mb : UINT32_MAX;
-  const uint64_t needed_mb = tables_mb + (eal_in_ram ? eal_mb : 0);
-  const uint64_t available_mb = available_memory_mb();
-  if (!mbufs_fit || (available_mb != 0 && needed_mb > available_mb)) {
+  const MemoryNeed n = memory_need(cfg_, plan_, mbufs_fit, available_memory_mb());
+  if (!n.fits()) {
     log(LogLevel::kError, "memory_insufficient",
         "needed_mb=%lu available_mb=%lu eal_mb=%lu maglev_tables_mb=%lu services=%zu "
-        "error=\"the config needs about %lu MiB (EAL: mbufs and flow tables %lu MiB%s; Maglev "
-        "tables of %zu services %lu MiB), more than the %lu MiB this host has available; "
-        "lower conntrack.max_flows, proxy.memory_mb, table_size or the service count\"",
-        (unsigned long)needed_mb, (unsigned long)available_mb, (unsigned long)eal_mb,
-        (unsigned long)tables_mb, cfg_.services.size(), (unsigned long)needed_mb,
-        (unsigned long)eal_mb, eal_in_ram ? "" : " in hugepages", cfg_.services.size(),
-        (unsigned long)tables_mb, (unsigned long)available_mb);
+        "error=\"the config %s; lower conntrack.max_flows, proxy.memory_mb, table_size or the "
+        "service count\"",
+        (unsigned long)n.needed_mb, (unsigned long)n.available_mb, (unsigned long)n.eal_mb,
+        (unsigned long)n.tables_mb, n.services, memory_need_text(n).c_str());
     return kExitUsage;
   }
   return kExitOk;

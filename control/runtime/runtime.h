@@ -8,6 +8,7 @@
 
 #include "control/common/log.h"
 #include "control/config/config.h"
+#include "control/runtime/eal.h"
 #include "dataplane/proxy/proxy.h"
 
 namespace meshgate::ctl {
@@ -38,6 +39,15 @@ dp::ProxyParams proxy_params(const Config& cfg);
 // --stats-json and the EAL cleaned up, and a reload runs on the control thread. main installs
 // them before anything starts: a signal during start-up is acted on once the loop runs.
 void install_signal_handlers();
+
+// The mbuf pool a start of `cfg` with `workers` workers sizes: every port's descriptors, the
+// workers' bursts, queues and caches, the host twins', the TCP stack's buffers, and each frame of
+// a net_pcap device (of `devices`, the ports' as started) with infinite_rx=1.
+uint64_t mbufs_needed(const Config& cfg, uint32_t workers, const std::vector<std::string>& devices);
+
+// What a start of `cfg` with `opt` needs of the host's memory, figured as the start figures it
+// before the EAL (it refuses to start when !fits()): --check says it.
+MemoryNeed start_memory_need(const Config& cfg, const RunOptions& opt);
 
 int run_gateway(const Config& cfg, const RunOptions& opt);
 

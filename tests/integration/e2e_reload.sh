@@ -10,9 +10,14 @@
 #   POST /reload and meshgate-ctl reload with a bad key (400, the key at its file position,
 #     exit 1) and with [gateway] workers changed (409, gateway.workers named, exit 1): nothing
 #     changes, the old services still answer.
+#   SIGHUP with Maglev tables 2 GiB past MemAvailable (estimated, never built): invalid, the
+#     log line names needed_mb and available_mb, the old services still answer; --check of that
+#     file exits 2 with the start's figures, of a good one prints its memory line.
 #   meshgate-ctl reload of a good file turns on watch_config; a saved change (write + rename)
 #     is then reloaded by itself, a save of the same bytes is not.
 #   meshgate_config_reloads_total{result} exact, /config_dump's config.sha256 = the file's.
+#   A second gateway (net_null port, [hbone] certificates): its key file moved away, --check
+#     exits 2 and POST /reload and SIGHUP are invalid with --check's very error line.
 source "$(dirname "$0")/lib.sh"
 require_root
 CTL=${MG_CTL:?MG_CTL must point at meshgate-ctl}
@@ -156,6 +161,41 @@ grep -qF "$CFG:2:11: gateway.workers: cannot change while running (sizes the lco
 got=$(probes 203.0.113.10 6)
 [[ $got != *b1=* && $got != *timeout* && $got != *reset* ]] || fail "web after a refused reload: $got"
 
+note "SIGHUP with Maglev tables beyond the host's memory: refused with the figures, nothing changes"
+# 16 MiB tables (4194301 slots), 2 GiB past MemAvailable: estimated, never built.
+WORKERS=1
+avail_mb=$(awk '/^MemAvailable:/ { print int($2 / 1024) }' /proc/meminfo)
+n_big=$(( avail_mb / 16 + 128 ))
+{ gwconf
+  for i in $(seq 1 "$n_big"); do
+    printf '[[service]]\nname = "big%d"\nvip = "203.0.113.20"\nport = %d\ntable_size = 4194301\n' "$i" "$i"
+    printf '  [[service.backend]]\n  address = "198.51.100.11"\n  port = 7000\n'
+  done; } >"$CFG"
+n=$(reloads_logged)
+more_reloads() { (( $(reloads_logged) > n )); }
+kill -HUP "$GW_PID"
+wait_for 20 more_reloads || fail "no reload after SIGHUP"
+refusal=$(grep "event=config_reload " "$TMP/gateway.log" | tail -n 1)
+[[ $refusal =~ result=invalid\ trigger=sighup\ errors=1\ needed_mb=([0-9]+)\ available_mb=([0-9]+)\  ]] \
+  || fail "reload beyond memory: $refusal"
+(( BASH_REMATCH[1] > BASH_REMATCH[2] && BASH_REMATCH[1] >= n_big * 16 )) || fail "figures: $refusal"
+note "refused: $refusal"
+grep -q "event=config_reload_error result=invalid error=\"$CFG:[0-9]*:[0-9]*: service\[[0-9]*\].table_size: memory: the reload needs about ${BASH_REMATCH[1]} MiB (Maglev tables of $n_big services added or changed" \
+  "$TMP/gateway.log" || fail "memory error: $(grep config_reload_error "$TMP/gateway.log" | tail -n 1)"
+kill -0 "$GW_PID" 2>/dev/null || fail "the gateway died after the refused reload"
+got=$(probes 203.0.113.10 6)
+[[ $got != *b1=* && $got != *timeout* && $got != *reset* ]] || fail "web after the refused reload: $got"
+[[ $(probe 203.0.113.20) == timeout ]] || fail "a service of the refused config answers"
+# --check of the same file says what it needs and fails as the start would.
+rc=0; "$MG_BIN" --config "$CFG" --check >"$TMP/check.out" 2>&1 || rc=$?
+[[ $rc == 2 ]] || fail "--check of a config beyond memory exited $rc: $(head -c 400 "$TMP/check.out")"
+grep -Eq "^$CFG:[0-9]+:[0-9]+: service\[[0-9]+\]\.table_size: memory: the config needs about [0-9]+ MiB \(EAL: mbufs and flow tables [0-9]+ MiB.*; Maglev tables of $((n_big + 1)) services [0-9]+ MiB\), host has [0-9]+ MiB available" \
+  "$TMP/check.out" || fail "--check memory error: $(head -c 400 "$TMP/check.out")"
+gwconf >"$CFG"
+"$MG_BIN" --config "$CFG" --check 2>"$TMP/check.err" | grep -qx "config ok" || fail "--check of the good file"
+grep -Eq "^memory: needs about [0-9]+ MiB \(EAL: mbufs and flow tables [0-9]+ MiB.*; Maglev tables of 1 services 1 MiB\), host has [0-9]+ MiB available$" \
+  "$TMP/check.err" || fail "--check memory line: $(cat "$TMP/check.err")"
+
 note "meshgate-ctl reload of a good file: watch_config on"
 WORKERS=1 WATCH=true
 gwconf >"$CFG"
@@ -182,7 +222,7 @@ sleep 1.5
 note "metrics and /config_dump"
 curl -sf --max-time 5 "http://$MG_ADMIN/metrics" >"$TMP/metrics.txt" || fail "GET /metrics"
 for want in 'meshgate_config_reloads_total{result="ok"} 3' \
-    'meshgate_config_reloads_total{result="invalid"} 2' \
+    'meshgate_config_reloads_total{result="invalid"} 3' \
     'meshgate_config_reloads_total{result="restart_required"} 2'; do
   grep -qxF "$want" "$TMP/metrics.txt" || fail "metrics: want '$want': $(grep config_reloads "$TMP/metrics.txt")"
 done
@@ -192,7 +232,7 @@ SHA=$(sha256sum "$CFG" | cut -d' ' -f1)
 [[ $SHA != "$SHA0" ]] || fail "the config's hash did not change"
 [[ $(json "$TMP/dump.json" "d['config']['path']") == "$CFG" ]] || fail "config_dump path"
 [[ $(json "$TMP/dump.json" "d['config']['last_reload']['trigger']") == watch ]] || fail "last_reload"
-[[ $(json "$TMP/dump.json" "d['config']['reloads'] == {'ok': 3, 'invalid': 2, 'restart_required': 2}") == True ]] \
+[[ $(json "$TMP/dump.json" "d['config']['reloads'] == {'ok': 3, 'invalid': 3, 'restart_required': 2}") == True ]] \
   || fail "config_dump reloads: $(json "$TMP/dump.json" "d['config']")"
 [[ $(json "$TMP/dump.json" "sorted(s['name'] for s in d['services'])") == "['gone', 'web']" ]] \
   || fail "config_dump services"
@@ -210,4 +250,46 @@ done
 
 stop_gateway TERM
 grep -q "meshgate summary" "$TMP/gateway.log" || fail "no summary"
+
+note "[hbone] key file removed while running: --check exits 2, a reload is invalid with the same error"
+"$(dirname "$0")/../../tools/mkpki" "$TMP/pki" demo/server >/dev/null
+cat >"$TMP/hb.toml" <<TOML
+[gateway]
+workers = 1
+[[port]]
+name = "net0"
+device = "net_null_h$ID"
+addresses = ["198.51.100.1/24"]
+[fullnat]
+local_addresses = ["198.51.100.2"]
+[hbone]
+cert_chain = "$TMP/pki/demo.server.pem"
+private_key = "$TMP/pki/demo.server-key.pem"
+trust_bundle = "$TMP/pki/root.pem"
+[admin]
+listen = "$MG_ADMIN"
+TOML
+start_gateway "$TMP/hb.toml"
+wait_for 20 ready || fail "the [hbone] gateway is not ready"
+mv "$TMP/pki/demo.server-key.pem" "$TMP/pki/key.moved"
+rc=0; "$MG_BIN" --config "$TMP/hb.toml" --check >"$TMP/check.out" 2>&1 || rc=$?
+[[ $rc == 2 ]] || fail "--check without the key file exited $rc: $(cat "$TMP/check.out")"
+check_line=$(cat "$TMP/check.out")
+[[ $check_line == "$TMP/hb.toml:11:15: hbone.private_key: \"$TMP/pki/demo.server-key.pem\" "* ]] \
+  || fail "--check: $check_line"
+code=$(curl -s -o "$TMP/reload.json" -w '%{http_code}' --max-time 40 -X POST "http://$MG_ADMIN/reload")
+[[ $code == 400 ]] || fail "POST /reload without the key file answered $code: $(cat "$TMP/reload.json")"
+[[ $(json "$TMP/reload.json" "d['result']") == invalid ]] || fail "result: $(cat "$TMP/reload.json")"
+[[ $(json "$TMP/reload.json" "len(d['errors'])") == 1 ]] || fail "errors: $(cat "$TMP/reload.json")"
+[[ $(json "$TMP/reload.json" "d['errors'][0]['text']") == "$check_line" ]] \
+  || fail "reload and --check disagree: $(json "$TMP/reload.json" "d['errors'][0]['text']") vs $check_line"
+kill -HUP "$GW_PID"
+wait_for 10 grep -q "event=config_reload result=invalid trigger=sighup errors=1 " "$TMP/gateway.log" \
+  || fail "SIGHUP without the key file: $(grep 'event=config_reload' "$TMP/gateway.log")"
+grep -qF "event=config_reload_error result=invalid error=\"$check_line\"" "$TMP/gateway.log" \
+  || fail "reload error line: $(grep config_reload_error "$TMP/gateway.log")"
+ready || fail "/ready after the refused reloads"
+mv "$TMP/pki/key.moved" "$TMP/pki/demo.server-key.pem"
+"$CTL" --admin "$MG_ADMIN" reload >"$TMP/ctl.out" 2>"$TMP/ctl.err" || fail "reload with the key back: $(cat "$TMP/ctl.err")"
+stop_gateway TERM
 echo "PASS"
