@@ -6,7 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <sys/resource.h>
+
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -302,6 +305,39 @@ TEST(AccessLogWriter, AFillingDiskLeavesOnlyWholeLinesAndCountsEveryRecord) {
   EXPECT_GT(w.write_errors(), 0u);
   std::printf("%zu lines, %zu unparseable, %lu lost of %lu\n", l.size(), unparseable(l),
               (unsigned long)w.write_errors(), (unsigned long)produced);
+}
+
+TEST(AccessLogWriter, ARealFileSizeLimitCutsAWriteShortAndTheLinesStayWhole) {
+  // RLIMIT_FSIZE makes the kernel cut a write at the limit and fail the next with EFBIG, as a
+  // filling disk does with ENOSPC, on a real file and without root.
+  test::TempDir dir;
+  const std::string path = dir.str() + "/access.log";
+  AccessLogWriter w(1, 64);
+  ASSERT_TRUE(w.open(path));
+  const size_t rec = line(proxy_record()).size() + 1;
+  void (*old_handler)(int) = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+  rlimit lim = old;
+  lim.rlim_cur = rlim_t(rec * 2 + rec / 3);
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &lim), 0);
+  for (uint64_t i = 1; i <= 6; ++i) ASSERT_TRUE(produce(w.ring(0), i));
+  testing::internal::CaptureStderr();
+  w.drain();
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &old), 0);
+  std::signal(SIGXFSZ, old_handler);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("event=access_log_write_failed "), std::string::npos) << err;
+  EXPECT_NE(err.find(" error=\"File too large\" dropped=3 "), std::string::npos) << err;
+  for (uint64_t i = 7; i <= 8; ++i) ASSERT_TRUE(produce(w.ring(0), i));
+  w.drain();
+  const std::vector<std::string> l = lines_of(path);
+  EXPECT_EQ(unparseable(l), 0u);
+  ASSERT_EQ(l.size(), 5u);
+  EXPECT_EQ(nlohmann::json::parse(l[2])["bytes_from_client"], 3);
+  EXPECT_EQ(nlohmann::json::parse(l[3])["bytes_from_client"], 7);
+  EXPECT_EQ(w.records(), 5u);
+  EXPECT_EQ(w.write_errors(), 3u);
 }
 
 TEST(AccessLogWriter, WriteFailuresAreLoggedAtMostOncePerInterval) {
