@@ -21,8 +21,10 @@ namespace {
 // with a relative target, the target's first component (a ConfigMap's
 // config.toml -> ..data/config.toml, swapped by renaming a new "..data" link over the old).
 // Taken afresh at every wait: a rename over the name may turn a file into a link or back.
+// Empty for "dir/.": the whole directory (every name counts).
 std::vector<std::string> watched_names(const std::string& path) {
   const std::filesystem::path p(path);
+  if (p.filename() == ".") return {};
   std::vector<std::string> names{p.filename().string()};
   std::error_code ec;
   const std::filesystem::path target = std::filesystem::read_symlink(p, ec);
@@ -70,6 +72,10 @@ bool FileWatch::read_events(const std::vector<std::string>& names) {
         continue;
       }
       if (ev->len == 0) continue;
+      if (names.empty()) {
+        relevant = true;
+        continue;
+      }
       const std::string name(ev->name);  // NUL-padded to len
       relevant |= std::find(names.begin(), names.end(), name) != names.end();
     }

@@ -21,7 +21,8 @@ class FileWatch {
   FileWatch(const FileWatch&) = delete;
   FileWatch& operator=(const FileWatch&) = delete;
 
-  // Watches the directory holding `path`. False (with errno set) when inotify cannot be set up.
+  // Watches the directory holding `path`; "dir/." watches every name in dir (several files of
+  // one directory). False (with errno set) when inotify cannot be set up.
   bool open(const std::string& path);
   // Blocks up to `timeout_ms` (-1: forever) for an event for the file or a wake(). Returns true
   // when the file may have changed (the caller re-reads and compares), false on timeout or

@@ -177,6 +177,15 @@ TEST(FileWatch, OtherNamesInTheDirectoryAreNoChange) {
   EXPECT_FALSE(w.wait(100, 20));
 }
 
+TEST(FileWatch, DirectoryDotWatchesEveryName) {
+  test::TempDir dir;
+  FileWatch w;
+  ASSERT_TRUE(w.open(dir.str() + "/."));
+  std::ofstream(dir.str() + "/key.pem") << "x";
+  EXPECT_TRUE(w.wait(1000, 20));
+  EXPECT_FALSE(w.wait(100, 20));
+}
+
 TEST(FileWatch, ConfigMapSymlinkSwapIsAChange) {
   // A Kubernetes ConfigMap volume: mesh.toml -> ..data/mesh.toml, ..data -> ..<timestamp>; an
   // update writes a new timestamped directory and renames a new ..data link over the old one.
