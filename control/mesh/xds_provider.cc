@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <optional>
 #include <set>
 
 #include "control/common/file_read.h"
@@ -38,7 +39,41 @@ std::string env(const char* name) {
   return v ? v : "";
 }
 
+// `s` cut to at most `max` bytes, ending in "..." when cut, never inside a UTF-8 sequence
+// (error_detail.message is a proto3 string: it must stay valid UTF-8).
+std::string cut(std::string_view s, size_t max) {
+  if (s.size() <= max) return std::string(s);
+  size_t n = max - 3;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return std::string(s.substr(0, n)) + "...";
+}
+
+// Room kept for the "; and N more (M rejected)" tail.
+constexpr size_t kNackTailBytes = 64;
+
 }  // namespace
+
+void NackDetail::add(std::string_view name, std::string_view why) {
+  ++count_;
+  if (full_) return;
+  const std::string entry =
+      cut(name, kXdsNackNameMaxBytes) + ": " + cut(why, kXdsNackReasonMaxBytes);
+  const size_t sep = named_.empty() ? 0 : 2;
+  if (shown_ == kXdsNackMaxNamed ||
+      named_.size() + sep + entry.size() > kXdsNackDetailMaxBytes - kNackTailBytes) {
+    full_ = true;
+    return;
+  }
+  if (sep) named_ += "; ";
+  named_ += entry;
+  ++shown_;
+}
+
+std::string NackDetail::message() const {
+  if (shown_ == count_) return named_;
+  return named_ + "; and " + std::to_string(count_ - shown_) + " more (" +
+         std::to_string(count_) + " rejected)";
+}
 
 // The client's view of the server's resources: the model, and per type the version of every
 // resource it holds (sent back as initial_resource_versions after a reconnect). Provider thread.
@@ -56,19 +91,14 @@ class XdsProvider::State {
   }
 
   // Applies one response: every resource that decodes and validates is stored, the others are
-  // named in the NACK's error_detail ("name: reason; ..."). Returns the ACK or NACK.
+  // named in the NACK's error_detail (NackDetail: bounded). Returns the ACK or NACK.
   DeltaDiscoveryRequest apply(const DeltaDiscoveryResponse& resp, size_t type, bool* changed,
                               size_t* rejected) {
     DeltaDiscoveryRequest req;
     req.set_type_url(resp.type_url());
     req.set_response_nonce(resp.nonce());
-    std::string errors;
-    *rejected = 0;
-    auto reject = [&](const std::string& name, const std::string& why) {
-      if (!errors.empty()) errors += "; ";
-      errors += name + ": " + why;
-      ++*rejected;
-    };
+    NackDetail errors;
+    auto reject = [&](const std::string& name, const std::string& why) { errors.add(name, why); };
     for (const auto& r : resp.resources()) {
       const std::string& name = r.name();
       if (!r.has_resource()) {
@@ -155,7 +185,8 @@ class XdsProvider::State {
       *changed |= n > 0;
       removed_ += n;
     }
-    if (!errors.empty()) req.mutable_error_detail()->set_message(errors);
+    *rejected = errors.count();
+    if (!errors.empty()) req.mutable_error_detail()->set_message(errors.message());
     got_first_[type] = true;
     return req;
   }
@@ -175,6 +206,7 @@ class XdsProvider::State {
 
 struct XdsProvider::StreamEnd {
   bool connected = false;
+  bool after_nack = false;  // it ended within kXdsNackResetWindowMs of sending a NACK
   grpc::StatusCode code = grpc::StatusCode::OK;
   std::string message;
 };
@@ -286,16 +318,20 @@ void XdsProvider::run() {
     }
     (end.connected ? counters_.disconnects : counters_.connect_failures)++;
     // Quick ends reconnect at once; everything else doubles the wait up to the cap. A stream
-    // that was connected starts the doubling afresh.
-    const bool quick = xds_quick_reconnect(int(end.code), end.message);
-    if (quick || end.connected) backoff = opt_.initial_backoff_ms;
+    // that was connected starts the doubling afresh, unless it ended soon after a NACK
+    // (kXdsNackResetWindowMs): a server that resets the stream on our NACK would send the same
+    // resources again at once, so such ends keep doubling whatever their status.
+    const bool after_nack = end.connected && end.after_nack;
+    const bool quick = !after_nack && xds_quick_reconnect(int(end.code), end.message);
+    if (quick || (end.connected && !after_nack)) backoff = opt_.initial_backoff_ms;
     const uint32_t wait_ms = backoff;
     if (!quick) backoff = std::min(backoff * 2, opt_.max_backoff_ms);
     counters_.backoff_ms = wait_ms;
     log(end.connected ? LogLevel::kWarn : LogLevel::kInfo,
         end.connected ? "xds_disconnected" : "xds_connect_failed",
-        "address=%s code=%d message=\"%s\" retry_ms=%u", opt_.address.c_str(), int(end.code),
-        end.message.c_str(), wait_ms);
+        "address=%s code=%d message=\"%s\" after_nack=%s retry_ms=%u", opt_.address.c_str(),
+        int(end.code), cut(end.message, kXdsNackDetailMaxBytes).c_str(),
+        after_nack ? "true" : "false", wait_ms);
     std::unique_lock lock(mu_);
     cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [this] { return stopping_; });
   }
@@ -343,6 +379,7 @@ XdsProvider::StreamEnd XdsProvider::run_stream() {
   bool ok = true;
   for (size_t t = 0; t < 2 && ok; ++t) ok = stream->Write(state_->initial_request(t, node));
   DeltaDiscoveryResponse resp;
+  std::optional<std::chrono::steady_clock::time_point> last_nack;
   while (ok && stream->Read(&resp)) {
     if (!end.connected) {
       end.connected = true;
@@ -359,7 +396,8 @@ XdsProvider::StreamEnd XdsProvider::run_stream() {
       // Not something we subscribed to: NACK it whole, keep the stream.
       reply.set_type_url(resp.type_url());
       reply.set_response_nonce(resp.nonce());
-      reply.mutable_error_detail()->set_message("unsubscribed type " + resp.type_url());
+      reply.mutable_error_detail()->set_message("unsubscribed type " +
+                                                cut(resp.type_url(), kXdsNackReasonMaxBytes));
       rejected = size_t(resp.resources_size());
     } else {
       (type == kAddress ? counters_.responses_address : counters_.responses_authorization)++;
@@ -370,15 +408,18 @@ XdsProvider::StreamEnd XdsProvider::run_stream() {
     const bool nack = reply.has_error_detail();
     (nack ? counters_.nacks : counters_.acks)++;
     counters_.resources_rejected += rejected;
+    // The type URL and nonce are the server's: cut like the names in the (bounded) detail.
+    const std::string type_url = cut(resp.type_url(), kXdsNackReasonMaxBytes);
+    const std::string nonce = cut(resp.nonce(), kXdsNackNameMaxBytes);
     if (nack) {
       log(LogLevel::kWarn, "xds_nack", "type=%s nonce=%s rejected=%zu error=\"%s\"",
-          resp.type_url().c_str(), resp.nonce().c_str(), rejected,
-          reply.error_detail().message().c_str());
+          type_url.c_str(), nonce.c_str(), rejected, reply.error_detail().message().c_str());
     }
     log(LogLevel::kDebug, "xds_response", "type=%s nonce=%s resources=%d removed=%d %s",
-        resp.type_url().c_str(), resp.nonce().c_str(), resp.resources_size(),
+        type_url.c_str(), nonce.c_str(), resp.resources_size(),
         resp.removed_resources_size(), nack ? "nack" : "ack");
     const bool sent = stream->Write(reply);
+    if (nack) last_nack = std::chrono::steady_clock::now();
     const MeshModel& m = state_->model();
     counters_.resources_applied = state_->applied();
     counters_.resources_removed = state_->removed();
@@ -399,6 +440,8 @@ XdsProvider::StreamEnd XdsProvider::run_stream() {
     ctx_ = nullptr;
   }
   counters_.connected = false;
+  end.after_nack = last_nack && std::chrono::steady_clock::now() - *last_nack <
+                                    std::chrono::milliseconds(kXdsNackResetWindowMs);
   end.code = st.error_code();
   end.message = st.error_message();
   return end;

@@ -12,8 +12,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
-
 
 #include "control/config/config.h"
 #include "control/mesh/mesh_provider.h"
@@ -31,6 +31,38 @@ inline constexpr uint32_t kXdsConnectTimeoutMs = 5000;
 inline constexpr uint32_t kXdsKeepaliveTimeMs = 30000;
 inline constexpr uint32_t kXdsKeepaliveTimeoutMs = 10000;
 inline constexpr int kXdsMaxMessageBytes = 200 << 20;  // 200 MiB max decode
+// A stream that ends this soon after we sent a NACK is taken for one the server reset because
+// of it (a NACK over its receive limit, a server that drops clients that NACK): the reconnect
+// backs off as after a failure instead of starting again at the initial backoff. A server
+// reacts at once; a stream that lived on past this ended for some other reason.
+inline constexpr uint32_t kXdsNackResetWindowMs = 5000;
+
+// A NACK's error_detail.message is bounded whatever the response held: a server's gRPC receive
+// limit (Istiod's and gRPC's default: 4 MiB) resets a stream whose NACK is larger, and the client
+// would reconnect, be sent the same resources and NACK them again. The first rejections are
+// named (each name and reason cut to a bounded length), the rest counted.
+inline constexpr size_t kXdsNackDetailMaxBytes = 4096;
+inline constexpr size_t kXdsNackMaxNamed = 16;
+inline constexpr size_t kXdsNackNameMaxBytes = 200;
+inline constexpr size_t kXdsNackReasonMaxBytes = 200;
+
+// The error_detail of one NACK, built one rejected resource at a time. Any thread (one owner).
+class NackDetail {
+ public:
+  void add(std::string_view name, std::string_view why);
+  // How many resources were rejected.
+  size_t count() const { return count_; }
+  bool empty() const { return count_ == 0; }
+  // "" when none; else "name: why; name: why" for the first rejections that fit, then
+  // "; and N more (M rejected)" when some were left out. At most kXdsNackDetailMaxBytes.
+  std::string message() const;
+
+ private:
+  std::string named_;  // the entries shown, "; "-separated
+  size_t shown_ = 0;
+  bool full_ = false;  // no more entries are shown, only counted
+  size_t count_ = 0;
+};
 
 struct XdsOptions {
   std::string address;  // "host:port"

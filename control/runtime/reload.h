@@ -76,12 +76,14 @@ class ReloadStats {
   std::optional<nlohmann::json> last_;
 };
 
-// [gateway] watch_config: a thread waits for changes to the config file's directory (an editor's
-// write-and-rename included) and raises a flag the control loop takes. Whether the file really
-// changed is the caller's to decide (its hash).
+// [gateway] watch_config: a thread waits for changes to the config file (inotify on its
+// directory, so an editor's write-and-rename and a ConfigMap swap count; other files in the
+// directory do not) and raises a flag the control loop takes. Whether the file really changed
+// is the caller's to decide (its hash).
 class ConfigWatch {
  public:
-  // Events within this long of the first are one change (a save that writes, then renames).
+  // Events within this long of the first are one change (a save that writes, then renames);
+  // never longer, so a file written without pause is still reported every kSettleMs.
   static constexpr int kSettleMs = 200;
 
   ConfigWatch() = default;

@@ -1146,6 +1146,7 @@ int GatewayRun::finish() {
     for (const auto& st : steering_) {
       j["flow_steering"][st.port] = st.rte_flow ? "rte_flow" : "software";
     }
+    if (access_log_) j["access_log"] = access_log_->stats_json();
     f << j.dump(2) << "\n";
     if (!f) {
       log(LogLevel::kError, "stats_json_failed", "path=\"%s\"", opt_.stats_json.c_str());

@@ -312,6 +312,9 @@ echo "tcp: retransmitted=$retrans out-of-order=$ooo dup=$(metric meshgate_tcp_du
 stop_gateway TERM
 S=$TMP/stats.json
 echo "proxy: $(json "$S" "d['proxy']")"
+echo "access_log: $(json "$S" "d.get('access_log')")"
+[[ $(json "$S" "d['access_log']['records'] >= 23 and d['access_log']['write_errors'] == 0 and d['access_log']['dropped'] == 0") == True ]] \
+  || fail "--stats-json access_log: $(json "$S" "d.get('access_log')")"
 [[ $(json "$S" "d['proxy']['backend_refused'] >= 1 and d['proxy']['backend_resets'] >= 1 and d['proxy']['client_resets'] >= 1 and d['proxy']['idle_timeouts'] >= 1 and d['proxy']['proxy_protocol_sent'] >= 1") == True ]] \
   || fail "proxy counters do not show every case"
 [[ $(json "$S" "d['packets_in'] + d['packets_generated'] + d['handoff_in'] == d['packets_out'] + d['packets_consumed'] + d['drops_total'] + d['packets_pending'] + d['handoff_out']") == True ]] \

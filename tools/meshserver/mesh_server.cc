@@ -173,6 +173,7 @@ class MeshServer::Impl final : public AggregatedDiscoveryService::Service {
     bool subscribed[2] = {false, false};
     std::map<std::string, std::string> client[2];  // what the client holds: name -> version
     uint64_t seen = 0;
+    bool reset = false;
     std::shared_ptr<const ResourceSet> set;
     // Sends what differs between `set` and what the client holds (always, when `force`).
     auto push = [&](size_t type, bool force) {
@@ -250,6 +251,10 @@ class MeshServer::Impl final : public AggregatedDiscoveryService::Service {
           ev.nonce = req.response_nonce();
           if (req.has_error_detail()) ev.error_detail = req.error_detail().message();
           record(ev);
+          if (req.has_error_detail() && opt_.reset_after_nack) {
+            reset = true;
+            break;
+          }
         }
         continue;
       }
@@ -260,7 +265,7 @@ class MeshServer::Impl final : public AggregatedDiscoveryService::Service {
         if (subscribed[t]) push(t, false);
       }
     }
-    if (stopping_) ctx->TryCancel();
+    if (stopping_ || reset) ctx->TryCancel();
     reader.join();
     record(MeshServerEvent{MeshServerEvent::Kind::kDisconnect});
     return grpc::Status::OK;

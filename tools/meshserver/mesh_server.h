@@ -34,6 +34,9 @@ struct MeshServerOptions {
   std::string ca_key_file;
   std::string ca_roots_file;
   int64_t ca_max_ttl_s = 86400;
+  // Ends a stream (cancelled) right after it records a NACK, as a server does whose receive
+  // limit the NACK exceeded: the client's reconnect backoff under a NACK loop (tests).
+  bool reset_after_nack = false;
 };
 
 struct MeshServerEvent {

@@ -1,5 +1,6 @@
 // The file provider: first load at start, reload on in-place writes and on editors' rename-over,
-// an invalid edit keeps the last model (counted), and the fixed file applies again.
+// an invalid edit keeps the last model (counted), and the fixed file applies again. The watch
+// under it: only the file's own name (and a symlink's first hop, a ConfigMap's ..data) counts.
 #include "control/mesh/file_provider.h"
 
 #include <fcntl.h>
@@ -7,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -14,6 +16,7 @@
 #include <future>
 #include <thread>
 
+#include "control/mesh/file_watch.h"
 #include "tests/support/temp_dir.h"
 
 namespace meshgate::ctl::mesh {
@@ -153,6 +156,75 @@ TEST(FileProvider, InvalidFileAtStartIsAnErrorWithItsPosition) {
             std::string::npos)
       << r.error().message;
   std::filesystem::remove_all(dir);
+}
+
+TEST(FileWatch, OtherNamesInTheDirectoryAreNoChange) {
+  test::TempDir dir;
+  const std::string path = dir.str() + "/mesh.toml";
+  std::ofstream(path) << "a";
+  FileWatch w;
+  ASSERT_TRUE(w.open(path));
+  std::ofstream(dir.str() + "/sibling.log") << "x";
+  std::ofstream(dir.str() + "/.mesh.toml.swp") << "x";
+  std::filesystem::remove(dir.str() + "/sibling.log");
+  EXPECT_FALSE(w.wait(300, 20)) << "a sibling's write, an editor's swap file";
+  std::ofstream(path) << "b";
+  EXPECT_TRUE(w.wait(1000, 20));
+  // An editor's write-and-rename: the rename onto the name is the change.
+  std::ofstream(dir.str() + "/.mesh.toml.swp") << "c";
+  std::filesystem::rename(dir.str() + "/.mesh.toml.swp", path);
+  EXPECT_TRUE(w.wait(1000, 20));
+  EXPECT_FALSE(w.wait(100, 20));
+}
+
+TEST(FileWatch, DirectoryDotWatchesEveryName) {
+  test::TempDir dir;
+  FileWatch w;
+  ASSERT_TRUE(w.open(dir.str() + "/."));
+  std::ofstream(dir.str() + "/key.pem") << "x";
+  EXPECT_TRUE(w.wait(1000, 20));
+  EXPECT_FALSE(w.wait(100, 20));
+}
+
+TEST(FileWatch, ConfigMapSymlinkSwapIsAChange) {
+  // A Kubernetes ConfigMap volume: mesh.toml -> ..data/mesh.toml, ..data -> ..<timestamp>; an
+  // update writes a new timestamped directory and renames a new ..data link over the old one.
+  test::TempDir dir;
+  const std::string d = dir.str();
+  std::filesystem::create_directory(d + "/..2026_01");
+  std::ofstream(d + "/..2026_01/mesh.toml") << "a";
+  std::filesystem::create_directory_symlink("..2026_01", d + "/..data");
+  std::filesystem::create_symlink("..data/mesh.toml", d + "/mesh.toml");
+  FileWatch w;
+  ASSERT_TRUE(w.open(d + "/mesh.toml"));
+  std::filesystem::create_directory(d + "/..2026_02");
+  std::ofstream(d + "/..2026_02/mesh.toml") << "b";
+  std::filesystem::create_directory_symlink("..2026_02", d + "/..data_tmp");
+  std::filesystem::rename(d + "/..data_tmp", d + "/..data");
+  EXPECT_TRUE(w.wait(1000, 20));
+}
+
+TEST(FileWatch, SettleIsCountedFromTheFirstEventNotExtendedByLaterOnes) {
+  test::TempDir dir;
+  const std::string path = dir.str() + "/mesh.toml";
+  std::ofstream(path) << "a";
+  FileWatch w;
+  ASSERT_TRUE(w.open(path));
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    for (int i = 0; i < 60 && !stop; ++i) {  // at most 3 s
+      std::ofstream(path) << i;
+      std::this_thread::sleep_for(50ms);
+    }
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool changed = w.wait(2000, 200);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now() - t0).count();
+  stop = true;
+  writer.join();
+  EXPECT_TRUE(changed);
+  EXPECT_LT(ms, 600) << "writes every 50 ms must not hold the change back";
 }
 
 }  // namespace

@@ -1,17 +1,21 @@
 // The xDS provider against tools/meshserver (in process, over loopback gRPC): initial sync,
 // updates, removals, NACK of one invalid resource with the rest applied, reconnect after a
 // server restart carrying initial_resource_versions, backoff while the server is down, bearer
-// token and clusterid, TLS verified with a CA file.
+// token and clusterid, TLS verified with a CA file; NACKs bounded in size whatever the server
+// sent, and a stream reset after every NACK backing off.
 #include <gtest/gtest.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "control/mesh/mesh_file.h"
@@ -229,6 +233,118 @@ TEST_F(XdsTest, InvalidResourceIsNackedAndTheRestApplied) {
   server.set_model(m);
   ASSERT_TRUE(w.wait([](const MeshModel& x) { return x.workloads.contains("c//v1/Pod/ns/legacy"); }, 5s));
   client.stop();
+}
+
+// Lines of captured stderr with `event=<event>` in them.
+std::vector<std::string> log_lines(const std::string& out, const std::string& event) {
+  std::vector<std::string> v;
+  std::istringstream in(out);
+  for (std::string l; std::getline(in, l);) {
+    if (l.find(" event=" + event + " ") != std::string::npos) v.push_back(l);
+  }
+  return v;
+}
+
+TEST_F(XdsTest, ThousandsOfLongNamedBadResourcesGetOneBoundedNackOnAStreamThatStays) {
+  // 3,000 resources the client rejects, each named by a 2 KiB uid: named in full, the NACK
+  // would be over 6 MB, past the server's 4 MiB receive limit (gRPC's default, Istiod's too).
+  constexpr size_t kBad = 3000;
+  MeshModel m = parse(kMesh);
+  for (size_t i = 0; i < kBad; ++i) {
+    std::string uid = "c//v1/Pod/ns/" + std::to_string(i) + "-";
+    uid.resize(2048, 'x');
+    m.workloads[uid] = workload(uid, "10.0.0.9", Tunnel::kLegacyIstioMtls);
+  }
+  MeshServer& server = serve(m);
+  testing::internal::CaptureStderr();
+  XdsProvider client(options());
+  ASSERT_TRUE(client.start().ok());
+  MeshServerEvent nack;
+  const bool got = server.wait_event([](const auto& e) { return e.kind == Kind::kNack; }, 5000,
+                                     &nack);
+  std::this_thread::sleep_for(300ms);  // time for a reset and reconnects, had there been one
+  const size_t connects = count(server, Kind::kConnect);
+  const size_t disconnects = count(server, Kind::kDisconnect);
+  client.stop();
+  const std::string err = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(got) << "no NACK reached the server; connects=" << connects;
+  EXPECT_EQ(nack.type_url, kAddressTypeUrl);
+  EXPECT_LE(nack.error_detail.size(), kXdsNackDetailMaxBytes);
+  EXPECT_NE(nack.error_detail.find("(3000 rejected)"), std::string::npos) << nack.error_detail;
+  EXPECT_EQ(nack.error_detail.rfind("c//v1/Pod/ns/", 0), 0u) << "the first names are shown";
+  EXPECT_EQ(connects, 1u);
+  EXPECT_EQ(disconnects, 0u);
+  EXPECT_EQ(client.counters().resources_rejected.load(), kBad);
+  // The log line says as much, as boundedly.
+  const auto lines = log_lines(err, "xds_nack");
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_LE(lines[0].size(), kXdsNackDetailMaxBytes + 512);
+  EXPECT_NE(lines[0].find(" rejected=3000 "), std::string::npos);
+  std::printf("NACK of 3000 x 2 KiB names: %zu bytes, its log line %zu bytes\n",
+              nack.error_detail.size(), lines[0].size());
+}
+
+TEST_F(XdsTest, AStreamResetAfterEveryNackBacksOffInsteadOfLooping) {
+  MeshModel m = parse(kMesh);
+  m.workloads["c//v1/Pod/ns/legacy"] = workload("c//v1/Pod/ns/legacy", "10.0.0.9",
+                                                Tunnel::kLegacyIstioMtls);
+  tools::MeshServerOptions so;
+  so.reset_after_nack = true;
+  MeshServer& server = serve(m, 0, so);
+  XdsProvider client(options());
+  ASSERT_TRUE(client.start().ok());
+  std::this_thread::sleep_for(1500ms);
+  const size_t connects = count(server, Kind::kConnect);
+  const uint64_t backoff_ms = client.counters().backoff_ms.load();
+  client.stop();
+  // Waits of 10, 20, 40 ... 640 ms: at most 8 streams in 1.5 s (a loop at the 10 ms initial
+  // backoff makes dozens), and still retrying.
+  EXPECT_GE(connects, 3u);
+  EXPECT_LE(connects, 8u);
+  EXPECT_GE(backoff_ms, 160u);
+  std::printf("%zu streams in 1.5 s, backoff now %lu ms\n", connects, (unsigned long)backoff_ms);
+}
+
+TEST(XdsNackDetail, SixtyThousandTwoKibNamesMakeAFourKibMessage) {
+  NackDetail d;
+  for (int i = 0; i < 60000; ++i) {
+    std::string name = "c//v1/Pod/ns/" + std::to_string(i) + "-";
+    name.resize(2048, 'n');
+    d.add(name, "resource name does not match the workload uid \"" + name + "\"");
+  }
+  EXPECT_EQ(d.count(), 60000u);
+  const std::string msg = d.message();
+  EXPECT_LE(msg.size(), kXdsNackDetailMaxBytes);
+  EXPECT_GT(msg.size(), kXdsNackDetailMaxBytes / 2) << "as many names as fit";
+  EXPECT_EQ(msg.rfind("c//v1/Pod/ns/0-nnn", 0), 0u) << msg.substr(0, 80);
+  const std::string tail = " more (60000 rejected)";
+  ASSERT_GE(msg.size(), tail.size());
+  EXPECT_EQ(msg.substr(msg.size() - tail.size()), tail) << msg;
+  const size_t shown = size_t(std::count(msg.begin(), msg.end(), ';'));  // entries + the tail
+  EXPECT_NE(msg.find("; and " + std::to_string(60000 - shown) + " more"), std::string::npos);
+  EXPECT_LE(shown, kXdsNackMaxNamed);
+  std::printf("NACK of 60000 x 2 KiB names: %zu bytes, %zu named\n", msg.size(), shown);
+}
+
+TEST(XdsNackDetail, FewShortRejectionsAreNamedInFullAndLongOnesCutOnACharacter) {
+  NackDetail none;
+  EXPECT_TRUE(none.empty());
+  EXPECT_EQ(none.message(), "");
+  NackDetail two;
+  two.add("a", "no resource");
+  two.add("b", "cannot decode istio.workload.Address");
+  EXPECT_EQ(two.message(), "a: no resource; b: cannot decode istio.workload.Address");
+  // A name of two-byte characters is cut before a character, never inside one.
+  std::string wide;
+  for (int i = 0; i < 300; ++i) wide += "\xc3\xa9";  // U+00E9
+  NackDetail cut;
+  cut.add(wide, "x");
+  const std::string msg = cut.message();
+  const std::string name = msg.substr(0, msg.find("...: x"));
+  ASSERT_NE(msg.find("...: x"), std::string::npos) << msg;
+  EXPECT_LE(name.size() + 3, kXdsNackNameMaxBytes);
+  EXPECT_EQ(name.size() % 2, 0u);
+  EXPECT_EQ(name, wide.substr(0, name.size()));
 }
 
 TEST_F(XdsTest, ServerRestartReconnectsWithInitialVersions) {
