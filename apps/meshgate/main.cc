@@ -96,14 +96,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "meshgate: --offline needs --check\n");
     return kExitUsage;
   }
-  // The input as plain text like every usage error, before the EAL or the logger say it their
-  // way.
-  if (!opt.pcap_in.empty()) {
-    if (const std::string why = check_pcap_input(opt.pcap_in); !why.empty()) {
-      std::fprintf(stderr, "meshgate: --pcap-in %s: %s\n", opt.pcap_in.c_str(), why.c_str());
-      return kExitUsage;
-    }
-  }
   // Output files are checked before anything starts: a replay must not run to its end and
   // then find it cannot write its result.
   for (const auto& [flag, path] : {std::pair{"--pcap-out", &opt.pcap_out},
@@ -111,6 +103,15 @@ int main(int argc, char** argv) {
     if (path->empty()) continue;
     if (const std::string why = check_output_file(*path); !why.empty()) {
       std::fprintf(stderr, "meshgate: %s: %s\n", flag, why.c_str());
+      return kExitUsage;
+    }
+  }
+
+  // The input as plain text like every usage error, before the EAL or the logger say it their
+  // way.
+  if (!opt.pcap_in.empty()) {
+    if (const std::string why = check_pcap_input(opt.pcap_in); !why.empty()) {
+      std::fprintf(stderr, "meshgate: --pcap-in %s: %s\n", opt.pcap_in.c_str(), why.c_str());
       return kExitUsage;
     }
   }
