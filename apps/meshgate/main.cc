@@ -1,6 +1,7 @@
 // meshgate: the gateway daemon and the pcap replay (README.md "Running it").
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -9,11 +10,25 @@
 #include "control/common/build_info.h"
 #include "control/common/log.h"
 #include "control/config/config.h"
+#include "control/runtime/host_checks.h"
 #include "control/runtime/preflight.h"
 #include "control/runtime/runtime.h"
 
 using namespace meshgate;
 using namespace meshgate::ctl;
+
+namespace {
+
+// `key`, or a key holding it, already has an error: a later check of its value would only
+// repeat the first mistake.
+bool reported(const ConfigErrors& errs, const std::string& key) {
+  return std::any_of(errs.errors.begin(), errs.errors.end(), [&](const ConfigError& e) {
+    if (e.key.empty() || key.compare(0, e.key.size(), e.key) != 0) return false;
+    return key.size() == e.key.size() || key[e.key.size()] == '.' || key[e.key.size()] == '[';
+  });
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // Everything after a lone "--" goes to the EAL unchanged.
@@ -92,17 +107,43 @@ int main(int argc, char** argv) {
     }
   }
 
-  auto cfg = load_config(config_path);
-  if (!cfg) {
-    std::fputs(cfg.error().str().c_str(), stderr);
-    return kExitUsage;
+  // The input as plain text like every usage error, before the EAL or the logger say it their
+  // way.
+  if (!opt.pcap_in.empty()) {
+    if (const std::string why = check_pcap_input(opt.pcap_in); !why.empty()) {
+      std::fprintf(stderr, "meshgate: --pcap-in %s: %s\n", opt.pcap_in.c_str(), why.c_str());
+      return kExitUsage;
+    }
   }
-  // --offline: the file alone, not what it names on this host.
-  ConfigErrors errs;
-  if (!offline) errs = preflight(*cfg, !opt.pcap_in.empty(), /*devices=*/true);
+  // Every independent mistake in one pass: the files and devices the config names are checked
+  // even when some other key is wrong (each check skips the keys already reported). --offline:
+  // the file alone, not what it names on this host.
+  ConfigCheck checked = check_config_file(config_path);
+  ConfigErrors errs = std::move(checked.errors);
+  if (checked.config && !offline) {
+    ConfigErrors found = preflight(*checked.config, !opt.pcap_in.empty(), /*devices=*/true);
+    for (auto& e : found.errors) {
+      if (!reported(errs, e.key)) errs.errors.push_back(std::move(e));
+    }
+    std::stable_sort(errs.errors.begin(), errs.errors.end(),
+                     [](const ConfigError& a, const ConfigError& b) {
+                       return std::pair{a.pos.line, a.pos.column} <
+                              std::pair{b.pos.line, b.pos.column};
+                     });
+  }
   if (!errs.errors.empty()) {
     std::fputs(errs.str().c_str(), stderr);
     return kExitUsage;
+  }
+  const Config* cfg = &*checked.config;
+  // Valid but unworkable as written: said, never refused (a reload may add what is missing).
+  for (ConfigError w : config_warnings(*cfg)) {
+    w.message = "warning: " + w.message;
+    if (check) {
+      std::fprintf(stderr, "%s\n", w.str().c_str());
+    } else {
+      log(LogLevel::kWarn, "config_warning", "warning=\"%s\"", w.str().c_str());
+    }
   }
   // Not an error (a node may put the admin API behind its own firewall), but never silent.
   if (admin_listens_on_all_addresses(*cfg) && opt.pcap_in.empty()) {

@@ -465,10 +465,27 @@ struct Config {
 Result<Config, ConfigErrors> parse_config(std::string_view toml_text, const std::string& name);
 Result<Config, ConfigErrors> load_config(const std::string& path);
 
+// What parse_config / load_config found, and what parsed even when something did not: --check
+// runs the checks of what a config points at (its files, its devices) on the keys that parsed,
+// so every independent mistake is reported in one pass (an unknown key does not hide a bad
+// device). `config` is nullopt when the file could not be read or is not TOML; otherwise it
+// holds every value that parsed (defaults or placeholders where one did not: the keys in
+// `errors`) and `positions`.
+struct ConfigCheck {
+  std::optional<Config> config;
+  ConfigErrors errors;
+};
+ConfigCheck check_config(std::string_view toml_text, const std::string& name);
+ConfigCheck check_config_file(const std::string& path);
+
 // Where `key` was written, else where its nearest enclosing key or table was, else the file.
 SourcePos position_of(const Config& config, std::string_view key);
 
 // Validation alone (parse_config already calls it); exposed for configs built in code.
 ConfigErrors validate_config(const Config& config);
+
+// What is valid but cannot work as written (config_warnings.cc): a backend address no port
+// prefix and no [[route]] covers. Each at its key's position; none stops a start.
+std::vector<ConfigError> config_warnings(const Config& config);
 
 }  // namespace meshgate::ctl

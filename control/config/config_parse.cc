@@ -699,14 +699,15 @@ std::string Locality::str() const {
   return region + "/" + zone + "/" + subzone;
 }
 
-Result<Config, ConfigErrors> parse_config(std::string_view toml_text, const std::string& name) {
+ConfigCheck check_config(std::string_view toml_text, const std::string& name) {
   toml::table root;
   try {
     root = toml::parse(toml_text, std::string_view(name));
   } catch (const toml::parse_error& err) {
     const auto& b = err.source().begin;
-    return ConfigErrors{{ConfigError{SourcePos{name, b.line, b.column}, "",
-                                     "invalid TOML: " + std::string(err.description())}}};
+    return {std::nullopt, ConfigErrors{{ConfigError{SourcePos{name, b.line, b.column}, "",
+                                                    "invalid TOML: " +
+                                                        std::string(err.description())}}}};
   }
   using namespace config_detail;
   Parser parser(name);
@@ -715,23 +716,32 @@ Result<Config, ConfigErrors> parse_config(std::string_view toml_text, const std:
   for (auto& e : validate(config, parser.positions(), parser.failed())) {
     errors.push_back(std::move(e));
   }
-  if (!errors.empty()) {
-    sort_by_position(errors);
-    return ConfigErrors{std::move(errors)};
-  }
+  sort_by_position(errors);
   config.positions = parser.positions();
-  return config;
+  return {std::move(config), ConfigErrors{std::move(errors)}};
+}
+
+ConfigCheck check_config_file(const std::string& path) {
+  auto text = read_regular_file(path, kMaxConfigFileBytes);
+  if (!text) {
+    return {std::nullopt, ConfigErrors{{ConfigError{SourcePos{path, 0, 0}, "",
+                                                    "config file " + text.error().message}}}};
+  }
+  ConfigCheck c = check_config(*text, path);
+  if (c.config) c.config->sha256 = sha256_hex(*text);
+  return c;
+}
+
+Result<Config, ConfigErrors> parse_config(std::string_view toml_text, const std::string& name) {
+  ConfigCheck c = check_config(toml_text, name);
+  if (!c.errors.errors.empty()) return std::move(c.errors);
+  return std::move(*c.config);
 }
 
 Result<Config, ConfigErrors> load_config(const std::string& path) {
-  auto text = read_regular_file(path, kMaxConfigFileBytes);
-  if (!text) {
-    return ConfigErrors{
-        {ConfigError{SourcePos{path, 0, 0}, "", "config file " + text.error().message}}};
-  }
-  auto c = parse_config(*text, path);
-  if (c) c->sha256 = sha256_hex(*text);
-  return c;
+  ConfigCheck c = check_config_file(path);
+  if (!c.errors.errors.empty()) return std::move(c.errors);
+  return std::move(*c.config);
 }
 
 SourcePos position_of(const Config& config, std::string_view key) {

@@ -7,6 +7,7 @@
 #include "control/common/log.h"
 #include "control/runtime/devices.h"
 #include "control/runtime/eal.h"
+#include "control/runtime/host_checks.h"
 
 namespace meshgate::ctl {
 namespace {
@@ -153,6 +154,7 @@ Result<std::vector<dp::PortRuntime>> setup_ports(const std::vector<PortSetup>& s
         pc.name.c_str(), setups[i].device.c_str(), info.driver_name, queues, rt.mac.str().c_str(),
         rt.rss_hf ? "on" : "off", rt.reta.size(), (unsigned long)conf.rxmode.offloads,
         (unsigned long)conf.txmode.offloads, link_str);
+    warn_kernel_offloads(pc.name, setups[i].device);
     out.push_back(std::move(rt));
   }
   return out;

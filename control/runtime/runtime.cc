@@ -45,6 +45,7 @@
 #include "control/runtime/eal_cleanup.h"
 #include "control/runtime/eal.h"
 #include "control/runtime/gateway_metrics.h"
+#include "control/runtime/host_checks.h"
 #include "control/runtime/ports.h"
 #include "control/runtime/reload.h"
 #include "control/snapshot/builder.h"
@@ -691,6 +692,14 @@ bool GatewayRun::publish_first_snapshot() {
 bool GatewayRun::start_workers() {
   if (!start_access_log() || !create_rings() || !init_workers()) return false;
   if (replay_) log(LogLevel::kInfo, "replay_start", "packets=%lu", (unsigned long)replay_packets_);
+  // Before the launch, while a competitor pinned to a worker's CPU still has it to itself.
+  cpu_set_t worker_cpus;
+  CPU_ZERO(&worker_cpus);
+  for (const auto& s : slots_) {
+    const rte_cpuset_t l = rte_lcore_cpuset(s.lcore);
+    CPU_OR(&worker_cpus, &worker_cpus, &l);
+  }
+  warn_shared_worker_cpus(worker_cpus);
   replay_start_ = std::chrono::steady_clock::now();
   for (auto& s : slots_) rte_eal_remote_launch(worker_main, s.worker, s.lcore);
   if (host_) host_->start();

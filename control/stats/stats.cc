@@ -158,6 +158,7 @@ StatsTotals sum_counters(const std::vector<const dp::WorkerCounters*>& counters)
     t.icmp_errors_translated += counter_read(c.icmp_errors_translated);
     t.icmp_errors_sent += counter_read(c.icmp_errors_sent);
     t.resets_sent += counter_read(c.resets_sent);
+    t.stack_frames_out += counter_read(c.stack_frames_out);
     t.icmp_rate_limited += counter_read(c.icmp_rate_limited);
     t.fragments_followed += counter_read(c.fragments_followed);
     t.busy_loops += counter_read(c.busy_loops);
@@ -232,6 +233,7 @@ nlohmann::json stats_json(const std::vector<const dp::Worker*>& workers,
   j["icmp_errors_translated"] = t.icmp_errors_translated;
   j["icmp_errors_sent"] = t.icmp_errors_sent;
   j["resets_sent"] = t.resets_sent;
+  j["stack_frames_out"] = t.stack_frames_out;
   j["icmp_rate_limited"] = t.icmp_rate_limited;
   j["fragments_followed"] = t.fragments_followed;
   j["arp_replies"] = t.arp_replies;
@@ -383,6 +385,34 @@ std::string replay_rate_text(uint64_t packets, uint64_t bytes, double seconds) {
   return buf;
 }
 
+std::string cycles_hint(double cycles_per_packet) {
+  if (cycles_per_packet <= kSharedCoreCyclesPerPacket) return "";
+  return "  hint              cycles/packet this high means the worker was off its CPU while "
+         "busy: its core is probably shared with another busy process (a DPDK process on the "
+         "same lcores?); give each its own CPUs\n";
+}
+
+std::string generated_text(const StatsTotals& t) {
+  const uint64_t built =
+      t.arp_requests + t.nd_solicits + t.icmp_errors_sent + t.resets_sent + t.stack_frames_out;
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "  generated         %12" PRIu64 "  (ARP requests %" PRIu64
+                ", neighbor solicitations %" PRIu64 ", ICMP errors %" PRIu64
+                ", drain TCP RSTs %" PRIu64 ", TCP stack frames %" PRIu64,
+                t.generated, t.arp_requests, t.nd_solicits, t.icmp_errors_sent, t.resets_sent,
+                t.stack_frames_out);
+  std::string s = buf;
+  // A packet is counted as generated before its mbuf is taken; one that could not be built is
+  // dropped as mbuf_exhausted and is none of the kinds above.
+  if (t.generated > built) {
+    std::snprintf(buf, sizeof buf, ", not built for want of an mbuf %" PRIu64,
+                  t.generated - built);
+    s += buf;
+  }
+  return s + ")\n";
+}
+
 std::string summary_text(const std::vector<const dp::Worker*>& workers,
                          const StatRegistry& registry, const dp::Snapshot* snap,
                          const std::vector<PortCounters>& ports) {
@@ -396,12 +426,7 @@ std::string summary_text(const std::vector<const dp::Worker*>& workers,
   add("meshgate summary\n");
   add("  packets in        %12" PRIu64 "  (%" PRIu64 " bytes)\n", t.packets_in, t.bytes_in);
   add("  packets out       %12" PRIu64 "  (%" PRIu64 " bytes)\n", t.packets_out, t.bytes_out);
-  add("  generated         %12" PRIu64 "  (ARP requests %" PRIu64 ", neighbor solicitations %" PRIu64 ")\n",
-      t.generated, t.arp_requests, t.nd_solicits);
-  if (t.resets_sent) {
-    add("  drain resets      %12" PRIu64 "  (TCP RSTs refusing new connections while draining)\n",
-        t.resets_sent);
-  }
+  s += generated_text(t);
   add("  consumed          %12" PRIu64 "  (ARP replies / neighbor advertisements learned)\n", t.consumed);
   add("  answered          ARP %" PRIu64 ", NDP %" PRIu64 ", echo %" PRIu64 "\n", t.arp_replies,
       t.nd_adverts, t.echo_replies);
@@ -443,8 +468,9 @@ std::string summary_text(const std::vector<const dp::Worker*>& workers,
     }
   }
   if (t.busy_loops) {
-    add("  cycles/packet     %12.1f  (busy poll iterations only)\n",
-        double(t.busy_cycles) / double(t.packets_in ? t.packets_in : 1));
+    const double per_packet = double(t.busy_cycles) / double(t.packets_in ? t.packets_in : 1);
+    add("  cycles/packet     %12.1f  (busy poll iterations only)\n", per_packet);
+    s += cycles_hint(per_packet);
   }
   if (t.handoff_out || t.icmp_errors_translated || t.icmp_errors_sent || t.fragments_followed) {
     add("  handed over       %12" PRIu64 "  (to the worker owning the flow)\n", t.handoff_out);

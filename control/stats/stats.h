@@ -30,6 +30,7 @@ struct StatsTotals {
   uint64_t host_in = 0, host_out = 0;  // from / to the ports' kernel twins
   uint64_t icmp_errors_translated = 0, icmp_errors_sent = 0, icmp_rate_limited = 0;
   uint64_t resets_sent = 0;
+  uint64_t stack_frames_out = 0;
   uint64_t fragments_followed = 0;
   // Every packet is accounted for: what came in, was made here or was handed over left, stayed,
   // was handed on (to another worker or a kernel twin), or was dropped. Summed over workers
@@ -41,6 +42,18 @@ struct StatsTotals {
 };
 
 StatsTotals sum_counters(const std::vector<const dp::Worker*>& workers);
+
+// A packet costs hundreds to a few thousand cycles; a million (~0.3 ms at 3 GHz) is reached only
+// when the polling worker is descheduled in the middle of its bursts: another thread runs on its
+// core.
+inline constexpr double kSharedCoreCyclesPerPacket = 1e6;
+// The summary's hint after cycles/packet when it exceeds kSharedCoreCyclesPerPacket, else "".
+std::string cycles_hint(double cycles_per_packet);
+
+// The summary's "generated" line: the total and each kind the gateway originates (ARP requests,
+// neighbor solicitations, ICMP errors, drain RSTs, the TCP stack's frames), so that a number
+// never stands without what it counts.
+std::string generated_text(const StatsTotals& t);
 StatsTotals sum_counters(const std::vector<const dp::WorkerCounters*>& counters);
 
 // The L4 proxies' counters (dataplane/proxy, dataplane/tcp) summed over workers; `any` is false

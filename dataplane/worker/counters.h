@@ -23,7 +23,9 @@ struct MG_CACHE_ALIGNED WorkerCounters {
   uint64_t rx_bytes = 0;
   uint64_t tx_packets = 0;
   uint64_t tx_bytes = 0;
-  uint64_t generated = 0;  // packets the gateway originated (ARP requests, neighbor solicitations)
+  // Packets the gateway originated: ARP requests, neighbor solicitations, ICMP errors, drain
+  // RSTs and the TCP stack's frames (each counted below too, once built).
+  uint64_t generated = 0;
   uint64_t consumed = 0;   // packets terminated here without an answer (ARP replies, NAs learned)
   uint64_t drops[kNumDrops] = {};
   uint64_t flows_created = 0;
@@ -44,6 +46,7 @@ struct MG_CACHE_ALIGNED WorkerCounters {
   uint64_t icmp_rate_limited = 0;  // errors not sent: over the rate limit
   uint64_t resets_sent = 0;        // TCP RSTs refusing new connections during a drain
   uint64_t fragments_followed = 0; // later fragments translated like their first
+  uint64_t stack_frames_out = 0;   // frames the TCP stack (proxy, HBONE) sent
   uint64_t arp_replies = 0;
   uint64_t nd_adverts = 0;
   uint64_t echo_replies = 0;

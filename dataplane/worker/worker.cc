@@ -387,6 +387,7 @@ void Worker::send_generated() {
     // Each frame comes with the route stage's view of it (family, addresses, length).
     const uint16_t n = c_.stack->take_output(pkts, b_.meta, kBurst);
     counter_add(c_.counters.generated, n);
+    counter_add(c_.counters.stack_frames_out, n);
     for (uint16_t i = 0; i < n; ++i) {
       rte_mbuf* mb = pkts[i];
       b_.flow[i] = nullptr;

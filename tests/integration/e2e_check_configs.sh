@@ -100,10 +100,56 @@ path = \"$TMP/bad-mesh.toml\""
 printf '%s\n[mesh]\nsource = "file"\npath = "%s"\n' "$base" "$SRC/config/mesh.toml" >"$TMP/good-mesh.toml"
 out=$("$MG_BIN" --config "$TMP/good-mesh.toml" --check 2>&1 | verdict) || fail "good mesh file: $out"
 [[ $out == "config ok" ]] || fail "good mesh file: $out"
+# Every independent mistake in one run: an unknown key, a validation error, a misspelt driver
+# and a missing mesh file are all reported, each at its key, in file order.
+check all_in_one_pass "all_in_one_pass.toml:2:1: gateway.wrokers: unknown key" "[gateway]
+wrokers = 2
+[[port]]
+name = \"net0\"
+device = \"net_nul0\"
+addresses = [\"198.51.100.1/24\"]
+mtu = 100
+[mesh]
+source = \"file\"
+path = \"$TMP/no-such-mesh.toml\""
+for want in "all_in_one_pass.toml:5:10: port\[0\].device: unknown DPDK net driver in \"net_nul0\"" \
+    "all_in_one_pass.toml:7:7: port\[0\].mtu: expected an integer 576..9000, got 100" \
+    "all_in_one_pass.toml:10:8: mesh.path: \"$TMP/no-such-mesh.toml\" cannot be opened"; do
+  grep -Eq "$want" "$TMP/out" || fail "all_in_one_pass: '$(cat "$TMP/out")' lacks /$want/"
+done
+[[ $(wc -l <"$TMP/out") -eq 4 ]] || fail "all_in_one_pass: want 4 errors: $(cat "$TMP/out")"
+# A device key that did not parse is reported once, by the parser, not again by the device check.
+check device_not_a_string "device_not_a_string.toml:2:10: port\[0\].device: expected a string" \
+  "[[port]]
+device = 7
+name = \"net0\""
+[[ $(grep -c 'port\[0\].device' "$TMP/out") -eq 1 ]] || fail "device_not_a_string: $(cat "$TMP/out")"
+# A backend no port prefix and no [[route]] reaches: a warning at its address, still config ok.
+printf '%s\n[[service]]\nname = "web"\nvip = "203.0.113.10"\nport = 80\n  [[service.backend]]\n  address = "192.0.2.20"\n  port = 8080\n' "$base" >"$TMP/unrouted.toml"
+rc=0; "$MG_BIN" --config "$TMP/unrouted.toml" --check >"$TMP/stdout" 2>"$TMP/stderr" || rc=$?
+[[ $rc -eq 0 ]] || fail "unrouted backend: exit $rc: $(cat "$TMP/stderr")"
+[[ $(cat "$TMP/stdout") == "config ok" ]] || fail "unrouted backend: stdout $(cat "$TMP/stdout")"
+grep -q "unrouted.toml:10:13: service\[0\].backend\[0\].address: warning: backend 192.0.2.20 of service 'web' is on no port's prefix and no \[\[route\]\] covers it" "$TMP/stderr" \
+  || fail "unrouted backend: stderr '$(cat "$TMP/stderr")'"
+echo "ok unrouted_backend: $(head -n1 "$TMP/stderr")"
+printf '[[route]]\nprefix = "192.0.2.0/24"\nvia = "198.51.100.254"\n' >>"$TMP/unrouted.toml"
+out=$("$MG_BIN" --config "$TMP/unrouted.toml" --check 2>&1) || fail "routed backend: $out"
+[[ $out == "config ok" ]] || fail "routed backend: $out"
 # Usage errors are exit 2 too.
 rc=0; "$MG_BIN" --check >/dev/null 2>&1 || rc=$?; [[ $rc -eq 2 ]] || fail "missing --config: exit $rc"
-rc=0; "$MG_BIN" --config "$SRC/config/demo.toml" --pcap-in /nonexistent.pcap >/dev/null 2>&1 || rc=$?
-[[ $rc -eq 2 ]] || fail "unreadable --pcap-in: exit $rc"
+# A replay input that cannot be read is plain text, before anything starts.
+for input in /nonexistent.pcap "$TMP" "$TMP/unrouted.toml"; do
+  rc=0; "$MG_BIN" --config "$SRC/config/demo.toml" --pcap-in "$input" >"$TMP/out" 2>&1 || rc=$?
+  [[ $rc -eq 2 ]] || fail "unreadable --pcap-in $input: exit $rc: $(cat "$TMP/out")"
+  case $input in
+    /nonexistent.pcap) want="meshgate: --pcap-in /nonexistent.pcap: No such file or directory" ;;
+    "$TMP") want="meshgate: --pcap-in $TMP: is a directory" ;;
+    *) want="meshgate: --pcap-in $input: not a pcap capture (libpcap: " ;;
+  esac
+  [[ $(head -n1 "$TMP/out") == "$want"* && $(wc -l <"$TMP/out") -eq 1 ]] \
+    || fail "--pcap-in $input: '$(cat "$TMP/out")' (want '$want')"
+  echo "ok pcap_in $input: $(cat "$TMP/out")"
+done
 check bgp_without_host_interface "bgp_without_host_interface.toml:8:13: bgp.peer\[0\].address: peer 198.51.100.254 is reached through port \"net0\", which has no host_interface" "$base
 [bgp]
 local_as = 65001

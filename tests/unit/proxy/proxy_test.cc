@@ -101,6 +101,11 @@ TEST(Proxy, SplicesBothDirectionsWithHalfCloseFromTheFullnatAddress) {
   EXPECT_EQ(n.h.backend("px", bt.local.str() + ":8080").flows, 1u);
   EXPECT_TRUE(n.h.balanced());
   EXPECT_EQ(n.h.counters().flows_created, 0u) << "proxied connections take no conntrack entry";
+  // The stack's frames are generated packets of their own kind, so the summary can name them.
+  const dp::WorkerCounters& k = n.h.counters();
+  EXPECT_GT(k.stack_frames_out, 0u);
+  EXPECT_EQ(k.generated,
+            k.stack_frames_out + k.arp_requests + k.nd_solicits + k.icmp_errors_sent + k.resets_sent);
 }
 
 TEST(Proxy, BackendThatRefusesResetsTheClient) {

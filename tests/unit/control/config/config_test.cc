@@ -452,6 +452,49 @@ TEST(ConfigErrors, LoadConfigReportsAFileThatCannotBeRead) {
             "config file cannot be opened: No such file or directory");
 }
 
+// check_config keeps what parsed next to the errors, so that the checks of the files and devices
+// a config names (run on the parsed values) report in the same pass as an unknown key.
+TEST(ConfigCheck, AConfigWithErrorsStillHoldsEveryValueThatParsedAndWhereItWasWritten) {
+  const ConfigCheck c = check_config(R"([gateway]
+wrokers = 2
+
+[[port]]
+name = "net0"
+device = "net_nul0"
+addresses = ["198.51.100.1/24"]
+mtu = 100
+)",
+                                     kFile);
+  ASSERT_EQ(c.errors.errors.size(), 2u) << c.errors.str();
+  EXPECT_EQ(c.errors.errors[0].key, "gateway.wrokers");
+  EXPECT_EQ(c.errors.errors[1].key, "port[0].mtu");
+  ASSERT_TRUE(c.config.has_value());
+  ASSERT_EQ(c.config->ports.size(), 1u);
+  EXPECT_EQ(c.config->ports[0].device, "net_nul0");
+  const SourcePos at = position_of(*c.config, "port[0].device");
+  EXPECT_EQ(at.file, kFile);
+  EXPECT_EQ(at.line, 6u);
+  EXPECT_EQ(at.column, 10u);
+}
+
+TEST(ConfigCheck, AValidConfigHasNoErrorsAndTheSameValuesAsParseConfig) {
+  const ConfigCheck c = check_config(std::string(kPort), kFile);
+  EXPECT_TRUE(c.errors.errors.empty()) << c.errors.str();
+  ASSERT_TRUE(c.config.has_value());
+  EXPECT_EQ(c.config->ports.at(0).device, parse_ok(kPort).ports.at(0).device);
+}
+
+TEST(ConfigCheck, NotTomlOrAnUnreadableFileHasNoConfig) {
+  const ConfigCheck bad = check_config("[gateway\n", kFile);
+  EXPECT_FALSE(bad.config.has_value());
+  ASSERT_EQ(bad.errors.errors.size(), 1u);
+  const ConfigCheck missing = check_config_file("/nonexistent/meshgate.toml");
+  EXPECT_FALSE(missing.config.has_value());
+  ASSERT_EQ(missing.errors.errors.size(), 1u);
+  EXPECT_EQ(missing.errors.errors[0].message,
+            "config file cannot be opened: No such file or directory");
+}
+
 // An unknown key is echoed in the error; a megabyte of one is cut to its first 64 characters,
 // and no suggestion is searched for (an edit distance over a megabyte per valid key).
 TEST(ConfigErrors, AHugeUnknownKeyIsEchoedTruncated) {
