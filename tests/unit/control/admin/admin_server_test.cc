@@ -178,24 +178,37 @@ TEST_F(AdminServerTest, PostDrainRequestsADrainOnceAndGetIsRefused) {
   EXPECT_FALSE(bridge_.take_drain_request());
 }
 
-// What `curl -X POST URL` sends: a POST with no Content-Length and no body. Answered by the
-// action, not with httplib's own empty 400 (which POST /reload would read as "invalid").
-std::string bodiless_post(uint16_t port, const std::string& path) {
+// A connected TCP socket to 127.0.0.1:port, or -1.
+int connect_loopback(uint16_t port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port);
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
+  ::close(fd);
+  return -1;
+}
+
+// Sends `req` and reads the answer until the server closes (at most 5 s).
+std::string roundtrip(uint16_t port, const std::string& req) {
+  const int fd = connect_loopback(port);
+  if (fd < 0) return "";
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   std::string reply;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-    const std::string req = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-    if (::send(fd, req.data(), req.size(), 0) == ssize_t(req.size())) {
-      char buf[4096];
-      for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) reply.append(buf, size_t(n));
-    }
+  if (::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == ssize_t(req.size())) {
+    char buf[4096];
+    for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) reply.append(buf, size_t(n));
   }
   ::close(fd);
   return reply;
+}
+
+// What `curl -X POST URL` sends: a POST with no Content-Length and no body. Answered by the
+// action, not with httplib's own empty 400 (which POST /reload would read as "invalid").
+std::string bodiless_post(uint16_t port, const std::string& path) {
+  return roundtrip(port, "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
 }
 
 TEST_F(AdminServerTest, PostReloadIsAQueryAnsweredByTheLoopWithOrWithoutABody) {
@@ -318,12 +331,8 @@ TEST_F(AdminServerTest, ASecondServerCannotBindTheSameAddress) {
 // A client that sends the start of a request and then nothing (slowloris).
 class PartialRequest {
  public:
-  explicit PartialRequest(uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  explicit PartialRequest(uint16_t port) : fd_(connect_loopback(port)) {
+    connected_ = fd_ >= 0;
     send("GET /ready HTTP/1.1\r\nHost: 127.0.0.1\r\n");
   }
   ~PartialRequest() { ::close(fd_); }
@@ -427,25 +436,6 @@ TEST_F(AdminServerTest, OneConnectionBeyondTheCapClosesTheOldestSlowOne) {
   EXPECT_TRUE(held[1]->closed_within(500ms));
 }
 
-// Sends `req` and reads the answer until the server closes (at most 5 s).
-std::string exchange(uint16_t port, const std::string& req) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  timeval tv{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  std::string reply;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == ssize_t(req.size())) {
-    char buf[4096];
-    for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) reply.append(buf, size_t(n));
-  }
-  ::close(fd);
-  return reply;
-}
-
 int status_of(const std::string& reply) {
   return reply.rfind("HTTP/1.1 ", 0) == 0 ? std::atoi(reply.c_str() + 9) : -1;
 }
@@ -454,26 +444,26 @@ TEST_F(AdminServerTest, ABrowsersCrossOriginWritesAre403AndChangeNothing) {
   set_log_level(LogLevel::kInfo);
   const std::string host = "Host: 127.0.0.1:" + std::to_string(server_->port()) + "\r\n";
   // A form or fetch(mode: "no-cors") from any page: no preflight, Origin and a simple type.
-  std::string r = exchange(server_->port(),
+  std::string r = roundtrip(server_->port(),
                            "POST /logging?level=debug HTTP/1.1\r\n" + host +
                                "Origin: http://attacker.example\r\nContent-Type: text/plain;"
                                "charset=UTF-8\r\nContent-Length: 1\r\n\r\nx");
   EXPECT_EQ(status_of(r), 403) << r;
   EXPECT_NE(r.find("\r\n\r\nOrigin \"http://attacker.example\" refused"), std::string::npos) << r;
   EXPECT_EQ(log_level(), LogLevel::kInfo);
-  r = exchange(server_->port(), "POST /logging?level=debug HTTP/1.1\r\n" + host +
+  r = roundtrip(server_->port(), "POST /logging?level=debug HTTP/1.1\r\n" + host +
                                     "Content-Type: text/plain\r\nContent-Length: 1\r\n\r\nx");
   EXPECT_EQ(status_of(r), 403) << r;
   EXPECT_EQ(log_level(), LogLevel::kInfo);
-  r = exchange(server_->port(), "POST /drain HTTP/1.1\r\n" + host +
+  r = roundtrip(server_->port(), "POST /drain HTTP/1.1\r\n" + host +
                                     "Origin: http://attacker.example\r\nContent-Type: application/"
                                     "x-www-form-urlencoded\r\nContent-Length: 0\r\n\r\n");
   EXPECT_EQ(status_of(r), 403) << r;
-  r = exchange(server_->port(), "POST /drain HTTP/1.1\r\n" + host + "Origin: null\r\n\r\n");
+  r = roundtrip(server_->port(), "POST /drain HTTP/1.1\r\n" + host + "Origin: null\r\n\r\n");
   EXPECT_EQ(status_of(r), 403) << r;
   EXPECT_FALSE(bridge_.take_drain_request());
   // Its own origin, and what meshgate-ctl sends (no Origin, no Content-Type), pass.
-  r = exchange(server_->port(), "POST /logging?level=warn HTTP/1.1\r\n" + host +
+  r = roundtrip(server_->port(), "POST /logging?level=warn HTTP/1.1\r\n" + host +
                                     "Origin: http://127.0.0.1:" + std::to_string(server_->port()) +
                                     "\r\nContent-Length: 0\r\n\r\n");
   EXPECT_EQ(status_of(r), 200) << r;
@@ -488,26 +478,26 @@ TEST_F(AdminServerTest, ARequestAddressedToAnotherNameIs403) {
   // DNS rebinding: a page of rebind.example whose name now resolves to 127.0.0.1.
   bridge_.mark_snapshot_live();
   const std::string port = std::to_string(server_->port());
-  std::string r = exchange(server_->port(), "GET /config_dump HTTP/1.1\r\nHost: rebind.example:" +
+  std::string r = roundtrip(server_->port(), "GET /config_dump HTTP/1.1\r\nHost: rebind.example:" +
                                                 port + "\r\n\r\n");
   EXPECT_EQ(status_of(r), 403) << r;
   EXPECT_NE(r.find("Host \"rebind.example:" + port + "\" refused"), std::string::npos) << r;
-  r = exchange(server_->port(), "POST /drain HTTP/1.1\r\nHost: rebind.example:" + port +
+  r = roundtrip(server_->port(), "POST /drain HTTP/1.1\r\nHost: rebind.example:" + port +
                                     "\r\nOrigin: http://rebind.example:" + port + "\r\n\r\n");
   EXPECT_EQ(status_of(r), 403) << r;
   EXPECT_FALSE(bridge_.take_drain_request());
-  r = exchange(server_->port(), "GET /ready HTTP/1.1\r\nHost: localhost:" + port + "\r\n\r\n");
+  r = roundtrip(server_->port(), "GET /ready HTTP/1.1\r\nHost: localhost:" + port + "\r\n\r\n");
   EXPECT_EQ(status_of(r), 200) << r;
 }
 
 TEST_F(AdminServerTest, HeadersBeyondTheLimitAre431) {
-  const std::string r = exchange(server_->port(), "GET /ready HTTP/1.1\r\nHost: 127.0.0.1\r\nX: " +
+  const std::string r = roundtrip(server_->port(), "GET /ready HTTP/1.1\r\nHost: 127.0.0.1\r\nX: " +
                                                       std::string(20000, 'a') + "\r\n\r\n");
   EXPECT_EQ(status_of(r), 431) << r.substr(0, 200);
 }
 
 TEST_F(AdminServerTest, AChunkedBodyIs413) {
-  const std::string r = exchange(server_->port(),
+  const std::string r = roundtrip(server_->port(),
                                  "POST /reload HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: "
                                  "chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\n");
   EXPECT_EQ(status_of(r), 413) << r;
@@ -524,12 +514,8 @@ long vm_hwm_kb() {
 TEST_F(AdminServerTest, A100MBBodyIs413WithoutBeingReadAndThePeakRssStays) {
   set_log_level(LogLevel::kInfo);
   const long before_kb = vm_hwm_kb();
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(server_->port());
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  const int fd = connect_loopback(server_->port());
+  ASSERT_GE(fd, 0);
   constexpr size_t kBody = size_t(100) << 20;
   const std::string head = "POST /logging?level=debug HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: " +
                            std::to_string(kBody) + "\r\n\r\n";
