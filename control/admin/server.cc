@@ -220,7 +220,7 @@ class Workers {
 // order (every connection gets the same kAdminRequestTimeout).
 class ConnectionLoop {
  public:
-  ConnectionLoop(HttpServer& http) : http_(http) {}
+  explicit ConnectionLoop(HttpServer& http) : http_(http) {}
   ~ConnectionLoop() { stop(); }
 
   bool start() {
@@ -358,7 +358,8 @@ class ConnectionLoop {
     request.resize(scan.length);  // bytes after one request are not read as another
     index_.erase(c->id);
     pending_.erase(c);
-    const bool probe = is_probe_request(request);
+    // A "probe" with a body to drop would hold a probe thread while it lingers.
+    const bool probe = is_probe_request(request) && !scan.body_unread;
     HttpServer* http = &http_;
     auto job = [http, fd, request = std::move(request), linger = scan.body_unread] {
       http->serve(fd, request);

@@ -393,7 +393,7 @@ note "drained in ${elapsed_ms} ms"
 note "meshgate-ctl against a stopped gateway"
 rc=0; ctl stats 2>"$TMP/ctl-err.txt" || rc=$?
 [[ $rc == 1 ]] || fail "meshgate-ctl stats on a stopped gateway: exit $rc, expected 1"
-grep -q "cannot reach the meshgate admin API at $A" "$TMP/ctl-err.txt" || fail "message: $(cat "$TMP/ctl-err.txt")"
+grep -q "admin API not reachable at $A (is meshgate running?" "$TMP/ctl-err.txt" || fail "message: $(cat "$TMP/ctl-err.txt")"
 
 note "SIGTERM with a flow that never closes: stops at drain_timeout_ms"
 rm -f "$TMP/stats.json"
