@@ -503,6 +503,29 @@ TEST_F(AdminServerTest, AChunkedBodyIs413) {
   EXPECT_EQ(status_of(r), 413) << r;
 }
 
+TEST_F(AdminServerTest, ProbesCarryingBodiesToDropDoNotTakeTheProbeThreads) {
+  // Each is answered 413 and then its connection is drained for up to a second: on the probe
+  // threads, four would keep every probe out for that second.
+  bridge_.mark_snapshot_live();
+  std::vector<int> fds;
+  const std::string head = "GET /ready HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 104857600\r\n\r\n";
+  const std::string body(65536, 'a');
+  for (int i = 0; i < 8; ++i) {
+    const int fd = connect_loopback(server_->port());
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), ssize_t(head.size()));
+    (void)::send(fd, body.data(), body.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    fds.push_back(fd);
+  }
+  std::this_thread::sleep_for(50ms);
+  httplib::Client probe("127.0.0.1", server_->port());
+  probe.set_read_timeout(1, 0);
+  auto r = probe.Get("/ready");
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 200);
+  for (int fd : fds) ::close(fd);
+}
+
 long vm_hwm_kb() {
   std::ifstream f("/proc/self/status");
   for (std::string line; std::getline(f, line);) {
