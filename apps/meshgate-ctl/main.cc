@@ -68,6 +68,29 @@ bool parse_admin(const std::string& s, Admin* a) {
   return a->port >= 1 && a->port <= 65535;
 }
 
+// Why a request got no answer, in the operator's terms rather than httplib's error names.
+void report_failure(const Admin& a, const std::string& method, const std::string& path,
+                    httplib::Error e, time_t timeout_s) {
+  switch (e) {
+    case httplib::Error::Connection:
+    case httplib::Error::ConnectionTimeout:
+      std::fprintf(stderr,
+                   "meshgate-ctl: admin API not reachable at %s (is meshgate running? its [admin] "
+                   "listen address goes in --admin HOST:PORT or $MESHGATE_ADMIN)\n",
+                   a.text.c_str());
+      return;
+    case httplib::Error::Read:
+      std::fprintf(stderr,
+                   "meshgate-ctl: the admin API at %s did not answer %s %s (closed the "
+                   "connection, or no answer within %lld s)\n",
+                   a.text.c_str(), method.c_str(), path.c_str(), static_cast<long long>(timeout_s));
+      return;
+    default:
+      std::fprintf(stderr, "meshgate-ctl: %s %s at %s failed: %s\n", method.c_str(), path.c_str(),
+                   a.text.c_str(), httplib::to_string(e).c_str());
+  }
+}
+
 // One request; prints why it failed and returns nullopt.
 std::optional<std::string> request(const Admin& a, const std::string& method,
                                    const std::string& path) {
@@ -76,11 +99,7 @@ std::optional<std::string> request(const Admin& a, const std::string& method,
   cli.set_read_timeout(kReadTimeoutS, 0);
   httplib::Result res = method == "POST" ? cli.Post(path.c_str()) : cli.Get(path.c_str());
   if (!res) {
-    std::fprintf(stderr,
-                 "meshgate-ctl: cannot reach the meshgate admin API at %s (%s %s: %s); is "
-                 "meshgate running, with [admin] listen = \"%s\"?\n",
-                 a.text.c_str(), method.c_str(), path.c_str(),
-                 httplib::to_string(res.error()).c_str(), a.text.c_str());
+    report_failure(a, method, path, res.error(), kReadTimeoutS);
     return std::nullopt;
   }
   if (res->status != 200) {
@@ -101,10 +120,7 @@ bool reload(const Admin& a, bool as_json) {
   cli.set_read_timeout(kReloadTimeoutS, 0);
   httplib::Result res = cli.Post("/reload");
   if (!res) {
-    std::fprintf(stderr,
-                 "meshgate-ctl: cannot reach the meshgate admin API at %s (POST /reload: %s); is "
-                 "meshgate running, with [admin] listen = \"%s\"?\n",
-                 a.text.c_str(), httplib::to_string(res.error()).c_str(), a.text.c_str());
+    report_failure(a, "POST", "/reload", res.error(), kReloadTimeoutS);
     return false;
   }
   // 200 applied, 400 invalid, 409 restart required: each with the JSON outcome.

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <ctime>
 #include <map>
+#include <set>
 #include <sstream>
 #include <utility>
 
@@ -82,6 +83,14 @@ json services_view(const json& config, const json& stats, const json& flows) {
     }
   }
   const json& stat_services = stats.at("services");
+  // Backends a health check probes (/config_dump's health_checks). Any other backend's health
+  // is not known: "healthy" would claim a check that never ran.
+  std::set<std::pair<std::string, std::string>> checked;
+  if (config.contains("health_checks")) {
+    for (const json& h : config.at("health_checks")) {
+      checked.insert({h.at("service").get<std::string>(), h.at("backend").get<std::string>()});
+    }
+  }
   auto opt = [](const json* o, const char* key) { return o && o->contains(key) ? o->at(key) : json(); };
   json services = json::array();
   for (const json& s : config.at("services")) {
@@ -92,11 +101,14 @@ json services_view(const json& config, const json& stats, const json& flows) {
       const std::string be = endpoint(e.at("address"), e.at("port"));
       const json* st = sb && sb->contains(be) ? &sb->at(be) : nullptr;
       const json* rates = st && st->contains("rates") ? &st->at("rates") : nullptr;
+      // Without a check only a source's own verdict (a mesh workload marked unhealthy) shows.
+      const json health = checked.count({name, be}) || e.at("health") != "healthy" ? e.at("health")
+                                                                                   : json();
       json b = {{"endpoint", be},
                 {"address", e.at("address")},
                 {"port", e.at("port")},
                 {"weight", e.at("weight")},
-                {"health", e.at("health")},
+                {"health", health},
                 {"active_conns", nullptr},
                 {"inactive_conns", nullptr},
                 {"conns", st ? st->at("flows") : json(0)},
@@ -166,7 +178,8 @@ std::string render_services(const json& view) {
     lines.push_back(sl);
     for (const json& b : s.at("backends")) {
       Line bl{false,
-              {"  ->", b.at("endpoint"), num(b.at("weight")), b.at("health"),
+              {"  ->", b.at("endpoint"), num(b.at("weight")),
+               b.at("health").is_null() ? std::string("-") : b.at("health").get<std::string>(),
                count(b.at("active_conns")), count(b.at("inactive_conns")), count(b.at("conns")),
                count(b.at("packets")), count(b.at("bytes_in")), count(b.at("bytes_out")),
                rate(b.at("conns_per_s")), rate(b.at("bytes_in_per_s")),

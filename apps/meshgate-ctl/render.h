@@ -30,7 +30,9 @@ class Table {
 // bytes_in, bytes_out, conns_per_s, packets_per_s, bytes_in_per_s, bytes_out_per_s). Inputs:
 // GET /config_dump, GET /stats, GET /flows (null when it could not be fetched: the connection
 // counts are then null). A value /stats does not carry (the rates before two samples, the
-// backends' reply bytes) is null.
+// backends' reply bytes) is null. health is the backend's health check state (healthy,
+// unhealthy), null ("-" in the table) for a backend no health check probes, unless its source
+// marked it unhealthy.
 nlohmann::json services_view(const nlohmann::json& config, const nlohmann::json& stats,
                              const nlohmann::json& flows);
 // services_view() as the ipvsadm table: per service its protocol, VIP:port, mode and name, then

@@ -2,10 +2,16 @@
 // and sets the level through GET / POST /logging and validates it before asking, `flows`
 // sends its filters and limit as query parameters and prints the answer as it is with -o json,
 // `services -o json` prints the composed rows, a misspelt command gets a suggestion and exit 2
-// without a request, and an HTTP error is exit 1 with the server's message.
+// without a request, an unreachable admin API is exit 1 saying so, and an HTTP error is exit 1
+// with the server's message.
 #include <gtest/gtest.h>
 #include <httplib.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <chrono>
@@ -197,6 +203,34 @@ TEST(CtlCli, AMisspeltCommandGetsASuggestionAndExit2) {
             0u)
       << r.out;
   EXPECT_TRUE(fake.requests().empty());
+}
+
+// A loopback port nothing listens on: one the kernel picked, bound without listen(), closed.
+int closed_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = -1;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+TEST(CtlCli, AnUnreachableAdminApiIsExit1SayingSoAndHowToPointAtIt) {
+  const std::string admin = "127.0.0.1:" + std::to_string(closed_port());
+  const std::string said = "meshgate-ctl: admin API not reachable at " + admin +
+                           " (is meshgate running? its [admin] listen address goes in --admin "
+                           "HOST:PORT or $MESHGATE_ADMIN)\n";
+  for (const char* cmd : {"stats", "services", "drain", "reload", "log-level debug"}) {
+    const CtlRun r = ctl("--admin " + admin + " " + cmd);
+    EXPECT_EQ(r.rc, 1) << cmd;
+    EXPECT_EQ(r.out, said) << cmd;
+  }
 }
 
 TEST(CtlCli, AnHttpErrorIsExit1WithTheServersMessage) {

@@ -34,7 +34,10 @@ const json kConfig = json::parse(R"({
        {"address": "198.51.100.12", "port": 8080, "weight": 250, "health": "unhealthy"}]},
     {"name": "web6", "vip": "2001:db8:100::10", "port": 80, "protocol": "tcp", "mode": "dnat",
      "endpoints": [{"address": "2001:db8:1::11", "port": 8080, "weight": 1, "health": "healthy"}]}
-  ]})");
+  ],
+  "health_checks": [
+    {"service": "web", "backend": "198.51.100.11:8080", "type": "tcp", "state": "up"},
+    {"service": "web", "backend": "198.51.100.12:8080", "type": "tcp", "state": "down"}]})");
 
 // web's first backend carries rates; web6's also the reply direction's bytes and rate.
 const json kStats = json::parse(R"({
@@ -88,9 +91,10 @@ TEST(CtlServices, ListsEachServiceThenItsBackendsWithConnectionsCountersAndRates
             "  -> 198.51.100.12:8080        250  unhealthy           0          0      0        0  "
             "       0         -    -      -       -");
   EXPECT_EQ(l[6], "TCP  [2001:db8:100::10]:80  dnat  web6");
-  // A SYN_SENT flow is inactive; the reply direction shows when /stats has it.
+  // A SYN_SENT flow is inactive; the reply direction shows when /stats has it. No health
+  // check probes web6's backend: its health is unknown.
   EXPECT_EQ(l[7],
-            "  -> [2001:db8:1::11]:8080       1  healthy             0          1      1        9  "
+            "  -> [2001:db8:1::11]:8080       1  -                   0          1      1        9  "
             "     900      4000    0    100     450");
 }
 
@@ -104,6 +108,24 @@ TEST(CtlServices, SaysWhenConnectionsArePartialOrUnavailable) {
   EXPECT_NE(s.find("  -> 198.51.100.11:8080          1  healthy             -          -     12"),
             std::string::npos)
       << s;
+}
+
+TEST(CtlServices, HealthIsADashForBackendsNoHealthCheckProbes) {
+  json config = kConfig;
+  config.erase("health_checks");  // no health check anywhere (or an older gateway)
+  const json v = services_view(config, kStats, flows());
+  EXPECT_TRUE(v["services"][0]["backends"][0].at("health").is_null());
+  // A source's own verdict (a mesh workload marked unhealthy) still shows.
+  EXPECT_EQ(v["services"][0]["backends"][1].at("health"), "unhealthy");
+  EXPECT_TRUE(v["services"][1]["backends"][0].at("health").is_null());
+  const auto l = lines_of(render_services(config, kStats, flows()));
+  ASSERT_EQ(l.size(), 8u);
+  EXPECT_EQ(l[4].rfind("  -> 198.51.100.11:8080          1  -                   1", 0), 0u) << l[4];
+  EXPECT_EQ(l[5].rfind("  -> 198.51.100.12:8080        250  unhealthy           0", 0), 0u) << l[5];
+  EXPECT_EQ(l[7].rfind("  -> [2001:db8:1::11]:8080       1  -                   0", 0), 0u) << l[7];
+  // With a check, its state.
+  EXPECT_EQ(services_view(kConfig, kStats, flows())["services"][0]["backends"][0].at("health"),
+            "healthy");
 }
 
 TEST(CtlServices, JsonHasTheRowsOfTheTable) {

@@ -2,8 +2,11 @@
 // stand-in control loop: /ready from flags (503 before the snapshot is live, without a mesh
 // sync, while draining), queries answered on the loop's thread, 503 while the loop does not
 // serve, POST /drain, POST /reload (also without a body), /flows?limit validation and filters,
-// one gateway per address, GET and POST /logging (also without a body). Also the /healthz
-// bookkeeping with made-up clocks.
+// one gateway per address, GET and POST /logging (also without a body). Hostile clients: slow
+// and idle connections beyond any thread count (probes still answered, the oldest closed),
+// browsers' cross-origin and DNS-rebinding requests (403, nothing changed), oversized headers
+// (431) and bodies (413, not read: the peak RSS stays). Also the /healthz bookkeeping with
+// made-up clocks.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -12,14 +15,17 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -172,24 +178,37 @@ TEST_F(AdminServerTest, PostDrainRequestsADrainOnceAndGetIsRefused) {
   EXPECT_FALSE(bridge_.take_drain_request());
 }
 
-// What `curl -X POST URL` sends: a POST with no Content-Length and no body. Answered by the
-// action, not with httplib's own empty 400 (which POST /reload would read as "invalid").
-std::string bodiless_post(uint16_t port, const std::string& path) {
+// A connected TCP socket to 127.0.0.1:port, or -1.
+int connect_loopback(uint16_t port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port);
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
+  ::close(fd);
+  return -1;
+}
+
+// Sends `req` and reads the answer until the server closes (at most 5 s).
+std::string roundtrip(uint16_t port, const std::string& req) {
+  const int fd = connect_loopback(port);
+  if (fd < 0) return "";
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   std::string reply;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-    const std::string req = "POST " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-    if (::send(fd, req.data(), req.size(), 0) == ssize_t(req.size())) {
-      char buf[4096];
-      for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) reply.append(buf, size_t(n));
-    }
+  if (::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == ssize_t(req.size())) {
+    char buf[4096];
+    for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) reply.append(buf, size_t(n));
   }
   ::close(fd);
   return reply;
+}
+
+// What `curl -X POST URL` sends: a POST with no Content-Length and no body. Answered by the
+// action, not with httplib's own empty 400 (which POST /reload would read as "invalid").
+std::string bodiless_post(uint16_t port, const std::string& path) {
+  return roundtrip(port, "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
 }
 
 TEST_F(AdminServerTest, PostReloadIsAQueryAnsweredByTheLoopWithOrWithoutABody) {
@@ -312,12 +331,8 @@ TEST_F(AdminServerTest, ASecondServerCannotBindTheSameAddress) {
 // A client that sends the start of a request and then nothing (slowloris).
 class PartialRequest {
  public:
-  explicit PartialRequest(uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  explicit PartialRequest(uint16_t port) : fd_(connect_loopback(port)) {
+    connected_ = fd_ >= 0;
     send("GET /ready HTTP/1.1\r\nHost: 127.0.0.1\r\n");
   }
   ~PartialRequest() { ::close(fd_); }
@@ -379,25 +394,178 @@ TEST_F(AdminServerTest, ARequestWhoseHeadersNeverCompleteIsClosedAfterTheRequest
   EXPECT_LT(took, kAdminRequestTimeout + 1s);
 }
 
-TEST_F(AdminServerTest, ConnectionsBeyondTheCapAreClosedAtOnceAndTheServerRecovers) {
+TEST_F(AdminServerTest, ReadyAnswersEveryProbeWhile200SlowConnectionsAreOpen) {
+  // More slow connections than a thread-per-connection server has threads: they hold a
+  // buffer each on the event thread, and /ready has threads of its own.
   bridge_.mark_snapshot_live();
   std::vector<std::unique_ptr<PartialRequest>> held;
-  for (size_t i = 0; i < kAdminMaxConnections; ++i) {
+  for (int i = 0; i < 200; ++i) {
+    held.push_back(std::make_unique<PartialRequest>(server_->port()));
+    ASSERT_TRUE(held.back()->connected());
+  }
+  std::this_thread::sleep_for(100ms);
+  int answered = 0;
+  for (int i = 0; i < 10; ++i) {
+    httplib::Client probe("127.0.0.1", server_->port());
+    probe.set_connection_timeout(1, 0);
+    probe.set_read_timeout(1, 0);
+    auto r = probe.Get("/ready");
+    if (r && r->status == 200) ++answered;
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(answered, 10);
+}
+
+TEST_F(AdminServerTest, OneConnectionBeyondTheCapClosesTheOldestSlowOne) {
+  bridge_.mark_snapshot_live();
+  std::vector<std::unique_ptr<PartialRequest>> held;
+  for (size_t i = 0; i < kAdminMaxPendingConnections; ++i) {
     held.push_back(std::make_unique<PartialRequest>(server_->port()));
     ASSERT_TRUE(held.back()->connected());
   }
   std::this_thread::sleep_for(200ms);
   PartialRequest extra(server_->port());
   ASSERT_TRUE(extra.connected());
-  EXPECT_TRUE(extra.closed_within(500ms));
-  held.clear();  // the held connections go away: a probe is served again
-  bool ok = false;
-  for (int i = 0; i < 20 && !ok; ++i) {  // at most ~2 s
-    auto r = cli_->Get("/ready");
-    ok = r && r->status == 200;
-    if (!ok) std::this_thread::sleep_for(100ms);
+  EXPECT_TRUE(held.front()->closed_within(500ms)) << "the oldest makes room";
+  EXPECT_FALSE(held.back()->closed_within(10ms));
+  EXPECT_FALSE(extra.closed_within(10ms));
+  // A probe beyond the cap closes the next oldest, and is answered.
+  auto r = cli_->Get("/ready");
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_TRUE(held[1]->closed_within(500ms));
+}
+
+int status_of(const std::string& reply) {
+  return reply.rfind("HTTP/1.1 ", 0) == 0 ? std::atoi(reply.c_str() + 9) : -1;
+}
+
+TEST_F(AdminServerTest, ABrowsersCrossOriginWritesAre403AndChangeNothing) {
+  set_log_level(LogLevel::kInfo);
+  const std::string host = "Host: 127.0.0.1:" + std::to_string(server_->port()) + "\r\n";
+  // A form or fetch(mode: "no-cors") from any page: no preflight, Origin and a simple type.
+  std::string r = roundtrip(server_->port(),
+                           "POST /logging?level=debug HTTP/1.1\r\n" + host +
+                               "Origin: http://attacker.example\r\nContent-Type: text/plain;"
+                               "charset=UTF-8\r\nContent-Length: 1\r\n\r\nx");
+  EXPECT_EQ(status_of(r), 403) << r;
+  EXPECT_NE(r.find("\r\n\r\nOrigin \"http://attacker.example\" refused"), std::string::npos) << r;
+  EXPECT_EQ(log_level(), LogLevel::kInfo);
+  r = roundtrip(server_->port(), "POST /logging?level=debug HTTP/1.1\r\n" + host +
+                                    "Content-Type: text/plain\r\nContent-Length: 1\r\n\r\nx");
+  EXPECT_EQ(status_of(r), 403) << r;
+  EXPECT_EQ(log_level(), LogLevel::kInfo);
+  r = roundtrip(server_->port(), "POST /drain HTTP/1.1\r\n" + host +
+                                    "Origin: http://attacker.example\r\nContent-Type: application/"
+                                    "x-www-form-urlencoded\r\nContent-Length: 0\r\n\r\n");
+  EXPECT_EQ(status_of(r), 403) << r;
+  r = roundtrip(server_->port(), "POST /drain HTTP/1.1\r\n" + host + "Origin: null\r\n\r\n");
+  EXPECT_EQ(status_of(r), 403) << r;
+  EXPECT_FALSE(bridge_.take_drain_request());
+  // Its own origin, and what meshgate-ctl sends (no Origin, no Content-Type), pass.
+  r = roundtrip(server_->port(), "POST /logging?level=warn HTTP/1.1\r\n" + host +
+                                    "Origin: http://127.0.0.1:" + std::to_string(server_->port()) +
+                                    "\r\nContent-Length: 0\r\n\r\n");
+  EXPECT_EQ(status_of(r), 200) << r;
+  EXPECT_EQ(log_level(), LogLevel::kWarn);
+  auto ok = cli_->Post("/logging?level=info");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  EXPECT_EQ(log_level(), LogLevel::kInfo);
+}
+
+TEST_F(AdminServerTest, ARequestAddressedToAnotherNameIs403) {
+  // DNS rebinding: a page of rebind.example whose name now resolves to 127.0.0.1.
+  bridge_.mark_snapshot_live();
+  const std::string port = std::to_string(server_->port());
+  std::string r = roundtrip(server_->port(), "GET /config_dump HTTP/1.1\r\nHost: rebind.example:" +
+                                                port + "\r\n\r\n");
+  EXPECT_EQ(status_of(r), 403) << r;
+  EXPECT_NE(r.find("Host \"rebind.example:" + port + "\" refused"), std::string::npos) << r;
+  r = roundtrip(server_->port(), "POST /drain HTTP/1.1\r\nHost: rebind.example:" + port +
+                                    "\r\nOrigin: http://rebind.example:" + port + "\r\n\r\n");
+  EXPECT_EQ(status_of(r), 403) << r;
+  EXPECT_FALSE(bridge_.take_drain_request());
+  r = roundtrip(server_->port(), "GET /ready HTTP/1.1\r\nHost: localhost:" + port + "\r\n\r\n");
+  EXPECT_EQ(status_of(r), 200) << r;
+}
+
+TEST_F(AdminServerTest, HeadersBeyondTheLimitAre431) {
+  const std::string r = roundtrip(server_->port(), "GET /ready HTTP/1.1\r\nHost: 127.0.0.1\r\nX: " +
+                                                      std::string(20000, 'a') + "\r\n\r\n");
+  EXPECT_EQ(status_of(r), 431) << r.substr(0, 200);
+}
+
+TEST_F(AdminServerTest, AChunkedBodyIs413) {
+  const std::string r = roundtrip(server_->port(),
+                                 "POST /reload HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: "
+                                 "chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\n");
+  EXPECT_EQ(status_of(r), 413) << r;
+}
+
+TEST_F(AdminServerTest, ProbesCarryingBodiesToDropDoNotTakeTheProbeThreads) {
+  // Each is answered 413 and then its connection is drained for up to a second: on the probe
+  // threads, four would keep every probe out for that second.
+  bridge_.mark_snapshot_live();
+  std::vector<int> fds;
+  const std::string head = "GET /ready HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 104857600\r\n\r\n";
+  const std::string body(65536, 'a');
+  for (int i = 0; i < 8; ++i) {
+    const int fd = connect_loopback(server_->port());
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), ssize_t(head.size()));
+    (void)::send(fd, body.data(), body.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    fds.push_back(fd);
   }
-  EXPECT_TRUE(ok);
+  std::this_thread::sleep_for(50ms);
+  httplib::Client probe("127.0.0.1", server_->port());
+  probe.set_read_timeout(1, 0);
+  auto r = probe.Get("/ready");
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 200);
+  for (int fd : fds) ::close(fd);
+}
+
+long vm_hwm_kb() {
+  std::ifstream f("/proc/self/status");
+  for (std::string line; std::getline(f, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::atol(line.c_str() + 6);
+  }
+  return -1;
+}
+
+TEST_F(AdminServerTest, A100MBBodyIs413WithoutBeingReadAndThePeakRssStays) {
+  set_log_level(LogLevel::kInfo);
+  const long before_kb = vm_hwm_kb();
+  const int fd = connect_loopback(server_->port());
+  ASSERT_GE(fd, 0);
+  constexpr size_t kBody = size_t(100) << 20;
+  const std::string head = "POST /logging?level=debug HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: " +
+                           std::to_string(kBody) + "\r\n\r\n";
+  ASSERT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), ssize_t(head.size()));
+  // Streams the body until the answer arrives or the server stops reading (at most 10 s).
+  const std::vector<char> chunk(65536, 'a');
+  size_t sent = 0;
+  const auto end = std::chrono::steady_clock::now() + 10s;
+  while (sent < kBody && std::chrono::steady_clock::now() < end) {
+    pollfd p{fd, POLLIN | POLLOUT, 0};
+    if (::poll(&p, 1, 100) < 0 || (p.revents & (POLLIN | POLLERR | POLLHUP))) break;
+    if (!(p.revents & POLLOUT)) continue;
+    const ssize_t n = ::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && errno != EAGAIN) break;
+    if (n > 0) sent += size_t(n);
+  }
+  std::string reply;
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char buf[4096];
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) reply.append(buf, size_t(n));
+  ::close(fd);
+  const long grown_kb = vm_hwm_kb() - before_kb;
+  EXPECT_EQ(status_of(reply), 413) << reply << " after " << sent << " body bytes";
+  EXPECT_NE(reply.find("a request body of 104857600 bytes is refused"), std::string::npos) << reply;
+  EXPECT_LT(grown_kb, 16 * 1024) << "peak RSS grew by " << grown_kb << " kB";
+  EXPECT_EQ(log_level(), LogLevel::kInfo);
 }
 
 TEST(AdminServerStart, RejectsAnAddressWithoutPort) {
