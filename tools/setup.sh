@@ -26,6 +26,8 @@ packages=(
   # sd_notify for the systemd unit; the Debian package (cpack's DEB generator runs
   # dpkg-shlibdeps) and its test (systemd-analyze verify of the unit)
   libsystemd-dev dpkg-dev systemd
+  # the package test's checks of the logrotate file and the man pages
+  logrotate man-db
   # promtool: e2e_dashboard checks /metrics with `promtool check metrics`
   prometheus
 )

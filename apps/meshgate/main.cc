@@ -31,7 +31,8 @@ bool reported(const ConfigErrors& errs, const std::string& key) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Everything after a lone "--" goes to the EAL unchanged.
+  // Everything after a lone "--" goes to the EAL unchanged, after meshgate's defaults
+  // (control/runtime/eal.h plan_eal_on).
   std::vector<std::string> eal_args;
   int own_argc = argc;
   for (int i = 1; i < argc; ++i) {
@@ -67,6 +68,21 @@ int main(int argc, char** argv) {
                "replay: progress lines on stderr also when it is not a terminal");
   app.add_flag("--promiscuous", opt.promiscuous,
                "replay: the replayed port takes frames to any MAC (a capture made elsewhere)");
+  // No footer line starts with blanks and "-": the bash completion reads options from those.
+  app.footer(
+      "EAL arguments: meshgate --config FILE [OPTIONS] -- EAL_ARGS...\n"
+      "DPDK EAL arguments go to rte_eal_init unchanged, after meshgate's defaults: --lcores\n"
+      "for the workers, a unique --file-prefix, --in-memory with enough free hugepages or\n"
+      "else --no-huge --no-shconf --no-telemetry -m <estimate>, -a for each PCI port or else\n"
+      "--no-pci, and --log-level from --log-level. A default is left out only when\n"
+      "EAL_ARGS has the same option or one that conflicts with it: -l, -c or --lcores the\n"
+      "core list; --no-huge or --socket-mem the choice of hugepages; -m, --file-prefix,\n"
+      "--in-memory, --no-shconf their own; --telemetry --no-telemetry; -a with a PCI\n"
+      "address --no-pci; -b or --no-pci the ports' -a; a global --log-level meshgate's.\n"
+      "Anything else (--vdev, -b, --main-lcore) replaces nothing: PCI devices the config\n"
+      "does not name are never probed unless EAL_ARGS allows them.\n"
+      "Example: meshgate --config gw.toml -- -l 2-4 --main-lcore 2 --socket-mem 4096\n"
+      "The log line event=eal_ready names the defaults replaced and the arguments used.");
   try {
     app.parse(own_argc, argv);
   } catch (const CLI::ParseError& e) {

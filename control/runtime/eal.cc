@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <initializer_list>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -175,56 +176,216 @@ uint64_t free_hugepage_mb() {
   return mounted ? mb : 0;
 }
 
-EalPlan plan_eal(const Config& cfg, uint32_t workers, uint32_t mbufs,
-                 const std::vector<std::string>& user_args, LogLevel level) {
+namespace {
+
+// DPDK 22.11's EAL options (lib/eal/common/eal_options.h) that take a value. Short ones that
+// have a long name are reported by it (-a allow, -b block).
+struct LongOption {
+  const char* name;
+  enum { kNone, kRequired, kOptional } arg;
+};
+constexpr LongOption kLongOptions[] = {
+    {"allow", LongOption::kRequired},          {"base-virtaddr", LongOption::kRequired},
+    {"block", LongOption::kRequired},          {"create-uio-dev", LongOption::kNone},
+    {"file-prefix", LongOption::kRequired},    {"force-max-simd-bitwidth", LongOption::kRequired},
+    {"help", LongOption::kNone},               {"huge-dir", LongOption::kRequired},
+    {"huge-unlink", LongOption::kOptional},    {"huge-worker-stack", LongOption::kOptional},
+    {"in-memory", LongOption::kNone},          {"iova-mode", LongOption::kRequired},
+    {"lcores", LongOption::kRequired},         {"legacy-mem", LongOption::kNone},
+    {"log-level", LongOption::kRequired},      {"main-lcore", LongOption::kRequired},
+    {"match-allocations", LongOption::kNone},  {"mbuf-pool-ops-name", LongOption::kRequired},
+    {"no-hpet", LongOption::kNone},            {"no-huge", LongOption::kNone},
+    {"no-pci", LongOption::kNone},             {"no-shconf", LongOption::kNone},
+    {"no-telemetry", LongOption::kNone},       {"proc-type", LongOption::kRequired},
+    {"single-file-segments", LongOption::kNone}, {"socket-limit", LongOption::kRequired},
+    {"socket-mem", LongOption::kRequired},     {"syslog", LongOption::kRequired},
+    {"telemetry", LongOption::kNone},          {"trace", LongOption::kRequired},
+    {"trace-bufsz", LongOption::kRequired},    {"trace-dir", LongOption::kRequired},
+    {"trace-mode", LongOption::kRequired},     {"vdev", LongOption::kRequired},
+    {"vfio-intr", LongOption::kRequired},      {"vfio-vf-token", LongOption::kRequired},
+    {"vmware-tsc-map", LongOption::kNone},
+};
+// eal_short_options: "a:b:c:s:d:hl:S:m:n:r:v".
+constexpr std::string_view kShortWithValue = "abcsdlSmnr";
+constexpr std::string_view kShortWithout = "hv";
+
+const LongOption* find_long(std::string_view name) {
+  const LongOption* prefix_match = nullptr;
+  int prefix_matches = 0;
+  for (const auto& o : kLongOptions) {
+    if (name == o.name) return &o;
+    if (std::string_view(o.name).substr(0, name.size()) == name) {
+      prefix_match = &o;
+      ++prefix_matches;
+    }
+  }
+  return prefix_matches == 1 ? prefix_match : nullptr;
+}
+
+std::string short_name(char c) {
+  switch (c) {
+    case 'a': return "allow";
+    case 'b': return "block";
+    case 'h': return "help";
+    default: return std::string(1, c);
+  }
+}
+
+// The device of an -a / -b value: "0000:3b:02.0,txq_inline=128" -> "0000:3b:02.0".
+std::string device_of(const std::string& value) { return value.substr(0, value.find(',')); }
+
+}  // namespace
+
+std::vector<EalOption> parse_eal_options(const std::vector<std::string>& args) {
+  std::vector<EalOption> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& w = args[i];
+    if (w == "--") break;
+    if (w.size() > 2 && w.compare(0, 2, "--") == 0) {
+      const size_t eq = w.find('=');
+      const std::string name = w.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+      const LongOption* o = find_long(name);
+      EalOption opt{o ? o->name : name, ""};
+      if (eq != std::string::npos) {
+        opt.value = w.substr(eq + 1);
+      } else if (o && o->arg == LongOption::kRequired && i + 1 < args.size()) {
+        opt.value = args[++i];
+      }
+      out.push_back(std::move(opt));
+      continue;
+    }
+    if (w.size() < 2 || w[0] != '-') continue;  // not an option: getopt leaves it to the app
+    for (size_t k = 1; k < w.size(); ++k) {
+      const char c = w[k];
+      if (kShortWithValue.find(c) != std::string_view::npos) {
+        EalOption opt{short_name(c), w.substr(k + 1)};
+        if (opt.value.empty() && i + 1 < args.size()) opt.value = args[++i];
+        out.push_back(std::move(opt));
+        break;
+      }
+      out.push_back({kShortWithout.find(c) != std::string_view::npos ? short_name(c)
+                                                                     : std::string(1, c),
+                     ""});
+    }
+  }
+  return out;
+}
+
+EalPlan plan_eal_on(const Config& cfg, uint32_t workers, uint32_t mbufs,
+                    const std::vector<std::string>& user_args, LogLevel level,
+                    const EalHost& host) {
   EalPlan plan;
   plan.memory_mb = estimate_memory_mb(cfg, workers, mbufs);
-  if (!user_args.empty()) {
-    plan.args = user_args;
-    return plan;
-  }
+  plan.user_args = !user_args.empty();
+  const std::vector<EalOption> user = parse_eal_options(user_args);
+  auto given = [&](std::initializer_list<std::string_view> names) {
+    return std::any_of(user.begin(), user.end(), [&](const EalOption& o) {
+      return std::find(names.begin(), names.end(), o.name) != names.end();
+    });
+  };
   auto& a = plan.args;
+  // Each default either goes in or is recorded as replaced by the user's.
+  auto unless = [&](bool user_has, const char* name, auto&& add) {
+    if (user_has) {
+      plan.replaced.emplace_back(name);
+    } else {
+      add();
+    }
+  };
+
   // Lcore 0 is the control thread, 1..workers the workers, spread over the CPUs we may use.
+  unless(given({"l", "c", "lcores"}), "lcores", [&] {
+    std::vector<int> cpus = host.cpus;
+    if (cpus.empty()) cpus.push_back(0);
+    std::string lcores;
+    for (uint32_t l = 0; l <= workers; ++l) {
+      if (l) lcores += ",";
+      lcores += std::to_string(l) + "@" + std::to_string(cpus[l % cpus.size()]);
+    }
+    a.push_back("--lcores=" + lcores);
+  });
+  // Unique per process, so tests and several gateways can run side by side.
+  unless(given({"file-prefix"}), "file-prefix",
+         [&] { a.push_back("--file-prefix=" + host.file_prefix); });
+
+  // Memory: the user's --no-huge or --socket-mem (hugepages only) decides; else free hugepages.
+  const bool user_no_huge = given({"no-huge"});
+  const bool user_socket_mem = given({"socket-mem"});
+  plan.user_memory = user_no_huge || user_socket_mem || given({"m"});
+  plan.hugepages =
+      !user_no_huge && (user_socket_mem || host.free_hugepage_mb >= plan.memory_mb);
+  if (plan.hugepages) {
+    unless(given({"in-memory"}), "in-memory", [&] { a.push_back("--in-memory"); });
+  } else {
+    unless(user_no_huge, "no-huge", [&] { a.push_back("--no-huge"); });
+    unless(given({"no-shconf"}), "no-shconf", [&] { a.push_back("--no-shconf"); });
+    // Telemetry's socket lives in the shared runtime directory.
+    unless(given({"no-telemetry", "telemetry"}), "no-telemetry",
+           [&] { a.push_back("--no-telemetry"); });
+    unless(given({"m", "socket-mem"}), "m", [&] {
+      a.push_back("-m");
+      a.push_back(std::to_string(plan.memory_mb));
+    });
+  }
+
+  // PCI: the config's PCI ports allowed; no PCI probing at all without one (the host's own
+  // NIC, for one), unless the user allows PCI devices of their own.
+  std::vector<std::string> user_allowed;
+  for (const auto& o : user) {
+    if (o.name == "allow") user_allowed.push_back(device_of(o.value));
+  }
+  const bool user_allows_pci =
+      std::any_of(user_allowed.begin(), user_allowed.end(), is_pci_address);
+  bool any_pci = false;
+  std::vector<std::string> port_allow;
+  for (const auto& p : cfg.ports) {
+    if (!is_pci_address(p.device)) continue;
+    any_pci = true;
+    // The same device twice would be two allow-list entries for one device.
+    if (std::find(user_allowed.begin(), user_allowed.end(), p.device) != user_allowed.end()) {
+      continue;
+    }
+    port_allow.push_back(p.device);
+  }
+  if (!port_allow.empty()) {
+    unless(given({"block", "no-pci"}), "allow", [&] {
+      for (const auto& d : port_allow) {
+        a.push_back("-a");
+        a.push_back(d);
+      }
+    });
+  }
+  if (!any_pci) {
+    unless(user_allows_pci || given({"no-pci"}), "no-pci", [&] { a.push_back("--no-pci"); });
+  }
+
+  // A global level ("debug", "7") replaces ours; one for some log types ("pmd.net.tap:debug",
+  // "pmd.*,8") adds to it.
+  const bool user_global_level = std::any_of(user.begin(), user.end(), [](const EalOption& o) {
+    return o.name == "log-level" && o.value.find_first_of(":,") == std::string::npos;
+  });
+  unless(user_global_level, "log-level",
+         [&] { a.push_back(std::string("--log-level=") + dpdk_log_threshold(level)); });
+
+  // The user's after ours: where the EAL lets a later option win, it is theirs.
+  a.insert(a.end(), user_args.begin(), user_args.end());
+  return plan;
+}
+
+EalPlan plan_eal(const Config& cfg, uint32_t workers, uint32_t mbufs,
+                 const std::vector<std::string>& user_args, LogLevel level) {
+  EalHost host;
   cpu_set_t set;
-  std::vector<int> cpus;
   if (sched_getaffinity(0, sizeof set, &set) == 0) {
     for (int c = 0; c < CPU_SETSIZE; ++c) {
-      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+      if (CPU_ISSET(c, &set)) host.cpus.push_back(c);
     }
   }
-  if (cpus.empty()) cpus.push_back(0);
-  std::string lcores;
-  for (uint32_t l = 0; l <= workers; ++l) {
-    if (l) lcores += ",";
-    lcores += std::to_string(l) + "@" + std::to_string(cpus[l % cpus.size()]);
-  }
-  a.push_back("--lcores=" + lcores);
-  // Unique per process, so tests and several gateways can run side by side.
   static std::atomic<uint32_t> seq{0};
-  a.push_back("--file-prefix=meshgate-" + std::to_string(getpid()) + "-" +
-              std::to_string(seq.fetch_add(1)));
-  plan.hugepages = free_hugepage_mb() >= plan.memory_mb;
-  if (plan.hugepages) {
-    a.push_back("--in-memory");
-  } else {
-    a.push_back("--no-huge");
-    a.push_back("--no-shconf");
-    a.push_back("--no-telemetry");  // its socket lives in the shared runtime directory
-    a.push_back("-m");
-    a.push_back(std::to_string(plan.memory_mb));
-  }
-  bool any_pci = false;
-  for (const auto& p : cfg.ports) {
-    if (is_pci_address(p.device)) {
-      any_pci = true;
-      a.push_back("-a");
-      a.push_back(p.device);
-    }
-  }
-  // Never probe PCI devices we were not given (the host's own NIC, for one).
-  if (!any_pci) a.push_back("--no-pci");
-  a.push_back(std::string("--log-level=") + dpdk_log_threshold(level));
-  return plan;
+  host.file_prefix =
+      "meshgate-" + std::to_string(getpid()) + "-" + std::to_string(seq.fetch_add(1));
+  host.free_hugepage_mb = free_hugepage_mb();
+  return plan_eal_on(cfg, workers, mbufs, user_args, level, host);
 }
 
 LogLevel log_level_of_dpdk(uint32_t rte_level) {
@@ -280,9 +441,9 @@ void route_dpdk_logs() {
   if (stream) rte_openlog_stream(stream);
 }
 
-std::string eal_failure_hint(const EalPlan& plan, bool user_args, uint64_t free_hugepage_mb) {
+std::string eal_failure_hint(const EalPlan& plan, uint64_t free_hugepage_mb) {
   const std::string mb = std::to_string(plan.memory_mb);
-  if (!user_args) {
+  if (!plan.user_memory) {
     // The defaults already chose --no-huge when hugepages were short: what is left is access.
     return "the EAL could not start with meshgate's defaults (" +
            std::string(plan.hugepages ? "hugepages" : "--no-huge -m " + mb) +

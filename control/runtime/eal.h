@@ -1,6 +1,6 @@
-// EAL bring-up: the default arguments (README.md "What works today": hugepages when present, --no-huge
-// otherwise, a unique file prefix, lcores for the workers) or the user's own after `--`.
-// Main thread, before anything else touches DPDK.
+// EAL bring-up: the default arguments (README.md "What works today": hugepages when present,
+// --no-huge otherwise, a unique file prefix, lcores for the workers, no PCI probing unless a port
+// is PCI) merged with the user's own after `--`. Main thread, before anything else touches DPDK.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +19,30 @@ struct EalPlan {
   std::vector<std::string> args;  // argv[1..] for rte_eal_init
   bool hugepages = false;
   uint32_t memory_mb = 0;
+  bool user_args = false;    // the user gave EAL arguments after `--`
+  bool user_memory = false;  // ... and among them --no-huge, -m or --socket-mem
+  // The defaults left out because the user gave the same option or a conflicting one, by
+  // name ("lcores", "no-pci"), in the order plan_eal_on considers them.
+  std::vector<std::string> replaced;
+};
+
+// One option of an EAL argument list: its long name ("lcores", "allow", "block", "help") or,
+// for a short option without one, its letter ("l", "c", "m"); its value, "" when none.
+struct EalOption {
+  std::string name;
+  std::string value;
+};
+// Reads an EAL argument list as rte_eal_init's getopt_long does with DPDK 22.11's options: a
+// value after '=' or in the next word (after the letter or in the next word for a short
+// option), short options clustered, a long option by any unambiguous prefix. An unknown option
+// is kept with no value; a word that is not an option is skipped; "--" ends the options.
+std::vector<EalOption> parse_eal_options(const std::vector<std::string>& args);
+
+// What plan_eal reads from the host, given to plan_eal_on so that the merge is a pure function.
+struct EalHost {
+  uint64_t free_hugepage_mb = 0;
+  std::vector<int> cpus;  // the CPUs the process may run on; CPU 0 when empty
+  std::string file_prefix;
 };
 
 // Memory the process needs: mbuf pool, flow tables, per-worker counters, tables, slack.
@@ -67,8 +91,27 @@ inline uint64_t mib_ceil(uint64_t bytes) { return (bytes + (1u << 20) - 1) >> 20
 // Free hugepage memory in MB (all page sizes).
 uint64_t free_hugepage_mb();
 
-// Builds the EAL argument list. With user_args non-empty they are passed unchanged. DPDK's log
-// threshold follows `level` (dpdk_log_threshold).
+// Builds the EAL argument list: meshgate's defaults, then the user's arguments unchanged. A
+// default is left out when the user gives the same option or one that conflicts with it:
+//   -l, -c or --lcores          the default --lcores
+//   --file-prefix               the default --file-prefix
+//   --no-huge                   hugepages: the plan is --no-huge's (and its -m) whatever is free
+//   --socket-mem                hugepages: the plan takes them whatever is free; no default -m
+//   -m                          the default -m
+//   --in-memory, --no-shconf,   the same default
+//   --no-telemetry, --telemetry the default --no-telemetry
+//   -a / --allow with a PCI address   the default --no-pci (the user allows PCI devices)
+//   -b / --block                the default -a of each PCI port (-a and -b exclude each other)
+//   --no-pci                    the default -a of each PCI port
+//   --log-level with a global level   the default --log-level (one for a type, "pmd.*:debug",
+//                                     keeps it)
+// Anything else (--vdev, -a of a device the config has too, -n, --main-lcore...) replaces
+// nothing. DPDK's log threshold follows `level` (dpdk_log_threshold).
+EalPlan plan_eal_on(const Config& cfg, uint32_t workers, uint32_t mbufs,
+                    const std::vector<std::string>& user_args, LogLevel level,
+                    const EalHost& host);
+// plan_eal_on with this host: free hugepages, the process's CPU affinity, a file prefix unique
+// to the process and call.
 EalPlan plan_eal(const Config& cfg, uint32_t workers, uint32_t mbufs,
                  const std::vector<std::string>& user_args, LogLevel level);
 
@@ -88,10 +131,10 @@ LogLevel log_level_of_dpdk(uint32_t rte_level);
 const char* dpdk_log_threshold(LogLevel level);
 
 // What to do after rte_eal_init failed with `plan` (its `memory_mb` is meshgate's estimate),
-// given the hugepage memory the host has free: with the user's EAL arguments and too few free
-// hugepages for the estimate, "-- --no-huge -m <MB>" with that estimate; with --no-huge (or
-// -m / --socket-mem) of their own, the figure to give; with the default arguments, the
-// privileges the EAL needs. Pure function.
-std::string eal_failure_hint(const EalPlan& plan, bool user_args, uint64_t free_hugepage_mb);
+// given the hugepage memory the host has free. With the user's own memory arguments
+// (plan.user_memory: --no-huge, -m, --socket-mem) and too few free hugepages for the
+// estimate, "-- --no-huge -m <MB>" with that estimate; with --no-huge or enough hugepages, the
+// figure to give; with meshgate's memory defaults, the privileges the EAL needs. Pure function.
+std::string eal_failure_hint(const EalPlan& plan, uint64_t free_hugepage_mb);
 
 }  // namespace meshgate::ctl

@@ -461,19 +461,24 @@ int GatewayRun::start_eal() {
         "hint=\"%s\"",
         r.error().message.c_str(), plan_.memory_mb, plan_.hugepages ? "yes" : "no",
         (unsigned long)free_hugepage_mb(), opt_.eal_args.empty() ? "default" : "user",
-        eal_failure_hint(plan_, !opt_.eal_args.empty(), free_hugepage_mb()).c_str());
+        eal_failure_hint(plan_, free_hugepage_mb()).c_str());
     return kExitRuntime;
   }
-  // What the EAL really has (user arguments after `--` replace the plan's).
+  // What the EAL really has (the user's -m or --socket-mem after `--` may differ from the plan).
+  std::string replaced, argv;
+  for (const auto& r : plan_.replaced) replaced += (replaced.empty() ? "" : ",") + r;
+  for (const auto& w : plan_.args) argv += (argv.empty() ? "" : " ") + w;
   uint64_t heap_bytes = 0;
   for (unsigned sock = 0; sock < RTE_MAX_NUMA_NODES; ++sock) {
     rte_malloc_socket_stats st{};
     if (rte_malloc_get_socket_stats(int(sock), &st) == 0) heap_bytes += st.heap_totalsz_bytes;
   }
   log(LogLevel::kInfo, "eal_ready",
-      "eal_args=%s hugepages=%s memory_mb=%lu estimated_mb=%u lcores=%u workers=%u",
+      "eal_args=%s hugepages=%s memory_mb=%lu estimated_mb=%u lcores=%u workers=%u "
+      "defaults_replaced=%s argv=\"%s\"",
       opt_.eal_args.empty() ? "default" : "user", plan_.hugepages ? "yes" : "no",
-      (unsigned long)(heap_bytes >> 20), plan_.memory_mb, rte_lcore_count(), workers_);
+      (unsigned long)(heap_bytes >> 20), plan_.memory_mb, rte_lcore_count(), workers_,
+      replaced.empty() ? "none" : replaced.c_str(), argv.c_str());
   if (rte_lcore_count() < workers_ + 1) {
     log(LogLevel::kError, "not_enough_lcores", "lcores=%u needed=%u", rte_lcore_count(),
         workers_ + 1);

@@ -31,7 +31,7 @@ for sig in INT TERM QUIT; do
     || fail "a worker did not poll its queue"
   rm -f "$TMP/stats.json"
 done
-# EAL arguments after `--` replace meshgate's defaults: the EAL gets exactly this memory.
+# EAL arguments after `--` that name every default: the EAL gets exactly this memory.
 "$MG_BIN" --config "$TMP/gw.toml" --stats-json "$TMP/stats.json" --workers 1 -- --no-huge -m 345 \
   --no-pci --no-shconf --no-telemetry --file-prefix "mge2e-eal-$ID" --lcores 0@0,1@0 \
   --log-level=warning >"$TMP/eal.log" 2>&1 &
@@ -42,6 +42,19 @@ grep -q "event=eal_ready eal_args=user hugepages=no memory_mb=345 " "$TMP/eal.lo
 kill -INT "${PIDS[-1]}"
 wait "${PIDS[-1]}" || fail "gateway with EAL args did not exit 0"
 [[ ! -e /var/run/dpdk/mge2e-eal-$ID ]] || fail "the EAL runtime directory of --file-prefix was left behind"
+# A core list alone replaces only meshgate's core list: the memory defaults (no hugepages are
+# reserved here) and "no PCI probing" stay, so the EAL never touches the host's own NIC.
+"$MG_BIN" --config "$TMP/gw.toml" --workers 1 -- -l 0-1 >"$TMP/eal-l.log" 2>&1 &
+PIDS+=($!)
+wait_for 20 grep -q "event=workers_started" "$TMP/eal-l.log" \
+  || fail "gateway with -- -l 0-1 did not start: $(grep -E 'level=error|eal_' "$TMP/eal-l.log" | head -5)"
+grep -E "event=eal_ready eal_args=user .* defaults_replaced=lcores argv=\"[^\"]*--no-pci[^\"]* -l 0-1\"" \
+  "$TMP/eal-l.log" >/dev/null || fail "-- -l 0-1 did not keep the defaults: $(grep eal_ready "$TMP/eal-l.log")"
+if grep -qiE "probe pci|Requested device|cannot be used" "$TMP/eal-l.log"; then
+  fail "-- -l 0-1 probed PCI devices: $(grep -iE 'pci|device' "$TMP/eal-l.log" | head -3)"
+fi
+kill -INT "${PIDS[-1]}"
+wait "${PIDS[-1]}" || fail "gateway with -- -l 0-1 did not exit 0"
 
 # SIGHUP: the config is reloaded (unchanged here; e2e_reload.sh changes it). The gateway keeps
 # running and answering /ready; SIGTERM then still ends it with exit 0, the summary and
