@@ -32,6 +32,8 @@ struct ReloadOutcome {
   ConfigChanges changes;     // ok
   std::string sha256;        // of the bytes read ("" when the file could not be read)
   int64_t unix_time = 0;
+  uint64_t id = 0;          // the runtime's count of reloads started, this one's (0: not set)
+  double elapsed_ms = 0;    // from the trigger to the outcome (the snapshot published)
 };
 
 // Reads `running.path` again and checks it: parse and validation errors (invalid), then
@@ -43,8 +45,11 @@ ReloadOutcome check_reload(const Config& running, const char* trigger, std::opti
 void log_reload(const ReloadOutcome& o);
 // POST /reload: 200 (ok), 400 (invalid), 409 (restart_required), with reload_json().
 AdminReply reload_reply(const ReloadOutcome& o);
+// POST /reload while reload `id` (started by `trigger`) runs: 409 {"result": "in_progress",
+// "id", "trigger", "errors": []}. Nothing is started: one reload runs at a time.
+AdminReply reload_in_progress_reply(uint64_t id, const char* trigger);
 // {"result", "trigger", "sha256", "changes": {...}, "errors": [{"file", "line", "column",
-// "key", "message", "text"}]}
+// "key", "message", "text"}]}, and "id", "elapsed_ms" once set.
 nlohmann::json reload_json(const ReloadOutcome& o);
 
 // What /metrics and /config_dump say about reloads.
