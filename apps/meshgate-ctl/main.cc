@@ -8,12 +8,14 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "apps/meshgate-ctl/render.h"
@@ -31,8 +33,11 @@ constexpr const char* kDefaultAdmin = "127.0.0.1:15000";  // [admin] listen defa
 constexpr uint32_t kMaxLimit = 100000;                     // GET /flows maximum
 // GET /flows waits up to 1 s for the workers; the rest is the control loop's tick.
 constexpr time_t kReadTimeoutS = 10;
-// POST /reload builds a snapshot; the admin API gives it 30 s.
-constexpr time_t kReloadTimeoutS = 35;
+// POST /reload answers within 10 s: the outcome, or 202 while the reload goes on (a config of
+// thousands of regexes compiles for minutes), whose outcome GET /reload then tells.
+constexpr time_t kReloadPostTimeoutS = 15;
+constexpr int kReloadPollMs = 200;
+constexpr unsigned kDefaultReloadWaitS = 600;
 constexpr time_t kConnectTimeoutS = 2;
 
 // Every subcommand, for the "did you mean" of a misspelt one.
@@ -112,27 +117,67 @@ std::optional<std::string> request(const Admin& a, const std::string& method,
   return res->body;
 }
 
-// POST /reload: prints the outcome (stdout when applied, stderr when refused; with -o json the
-// answer on stdout). True when the config was applied.
-bool reload(const Admin& a, bool as_json) {
+// GET /reload until reload `id` has finished (its outcome is the state's "last"), for at most
+// `wait_s` seconds. nullopt, said why, when it did not or cannot be told.
+std::optional<json> wait_for_reload(const Admin& a, uint64_t id, unsigned wait_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait_s);
+  for (;;) {
+    httplib::Client cli(a.host, a.port);
+    cli.set_connection_timeout(kConnectTimeoutS, 0);
+    cli.set_read_timeout(kReadTimeoutS, 0);
+    // A failed poll (the gateway busy, restarting) is tried again until the deadline.
+    if (httplib::Result res = cli.Get("/reload"); res && res->status == 200) {
+      json st = json::parse(res->body, nullptr, false);
+      const json* last = st.is_object() && st.contains("last") ? &st["last"] : nullptr;
+      if (last && last->is_object() && last->value("id", uint64_t(0)) == id) return *last;
+      if (last && last->is_object() && last->value("id", uint64_t(0)) > id) {
+        std::fprintf(stderr,
+                     "meshgate-ctl: reload %lu finished, but a later one did too before its "
+                     "outcome was read; see the meshgate log (event=config_reload id=%lu)\n",
+                     (unsigned long)id, (unsigned long)id);
+        return std::nullopt;
+      }
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      std::fprintf(stderr,
+                   "meshgate-ctl: reload %lu still in progress after %u s; GET /reload at %s "
+                   "tells how it ends\n",
+                   (unsigned long)id, wait_s, a.text.c_str());
+      return std::nullopt;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(kReloadPollMs));
+  }
+}
+
+// POST /reload, and while it is in progress (202) GET /reload until its outcome: prints the
+// outcome (stdout when applied, stderr when refused; with -o json the answer on stdout). True
+// only when the config was applied.
+bool reload(const Admin& a, bool as_json, unsigned wait_s) {
   httplib::Client cli(a.host, a.port);
   cli.set_connection_timeout(kConnectTimeoutS, 0);
-  cli.set_read_timeout(kReloadTimeoutS, 0);
+  cli.set_read_timeout(kReloadPostTimeoutS, 0);
   httplib::Result res = cli.Post("/reload");
   if (!res) {
     report_failure(a, "POST", "/reload", res.error(), kReloadTimeoutS);
     return false;
   }
-  // 200 applied, 400 invalid, 409 restart required: each with the JSON outcome.
+  // 200 applied, 400 invalid, 409 restart required or another reload in progress: each with
+  // the JSON outcome. 202: started, not finished yet.
   json j = json::parse(res->body, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("result")) {
     std::fprintf(stderr, "meshgate-ctl: POST /reload at %s: HTTP %d: %s", a.text.c_str(),
                  res->status, res->body.c_str());
     return false;
   }
+  if (res->status == 202) {
+    auto outcome = wait_for_reload(a, j.value("id", uint64_t(0)), wait_s);
+    if (!outcome) return false;
+    j = std::move(*outcome);
+  }
+  const bool ok = j.value("result", "") == "ok";
   const std::string text = as_json ? j.dump(2) + "\n" : render_reload(j);
-  std::fputs(text.c_str(), res->status == 200 || as_json ? stdout : stderr);
-  return res->status == 200;
+  std::fputs(text.c_str(), ok || as_json ? stdout : stderr);
+  return ok;
 }
 
 std::optional<json> get_json(const Admin& a, const std::string& path) {
@@ -249,6 +294,11 @@ int main(int argc, char** argv) {
   log_level->add_option("level", level, "the new level: error, warn, info or debug");
   CLI::App* reload_cmd = app.add_subcommand(
       "reload", "re-read the config file and apply it (what changed, or why nothing did)");
+  unsigned reload_wait_s = kDefaultReloadWaitS;
+  reload_cmd->add_option("--wait", reload_wait_s,
+                         "seconds to wait for the outcome of a reload still in progress (default " +
+                             std::to_string(kDefaultReloadWaitS) + ")")
+      ->check(CLI::Range(1u, 86400u));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -330,7 +380,7 @@ int main(int argc, char** argv) {
       }
       as_json ? print_json(j) : print(render_log_level(j));
     } else if (*reload_cmd) {
-      if (!reload(a, as_json)) return kExitFailure;
+      if (!reload(a, as_json, reload_wait_s)) return kExitFailure;
     } else if (*drain) {
       auto body = request(a, "POST", "/drain");
       if (!body) return kExitFailure;

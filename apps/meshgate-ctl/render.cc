@@ -365,6 +365,11 @@ std::string render_reload(const json& r) {
     out << "\nsha256 " << r.at("sha256").get<std::string>() << "\n";
     return out.str();
   }
+  if (result == "in_progress") {
+    out << "reload not started: reload " << r.value("id", uint64_t(0)) << " ("
+        << r.value("trigger", "") << ") is in progress; nothing changed, try again when it is done\n";
+    return out.str();
+  }
   out << "reload refused (" << result << "): nothing changed, the running config stays\n";
   for (const auto& e : r.at("errors")) out << "  " << e.at("text").get<std::string>() << "\n";
   return out.str();

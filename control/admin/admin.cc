@@ -72,24 +72,25 @@ void Admin::start_serving(std::vector<dp::Worker*> workers, std::vector<dp::Port
   workers_ = std::move(workers);
   ports_ = std::move(ports);
   views_.assign(workers_.begin(), workers_.end());
-  const auto now = Clock::now();
-  for (uint32_t w = 0; w < workers_.size(); ++w) {
-    health_.observe(w, dp::counter_read(workers_[w]->counters().loops), now);
-  }
+  std::vector<const uint64_t*> loops;
+  for (const dp::Worker* w : workers_) loops.push_back(&w->counters().loops);
+  bridge_.watch_workers(std::move(loops));
   bridge_.start_serving();
 }
 
 void Admin::tick(Clock::time_point now) {
   if (stopped_) return;
-  for (uint32_t w = 0; w < workers_.size(); ++w) {
-    health_.observe(w, dp::counter_read(workers_[w]->counters().loops), now);
-  }
+  bridge_.observe_workers(now);
   if (rates_.due(now)) sample_rates(now);
   for (auto& q : bridge_.take()) {
     if (q->kind == QueryKind::kFlows) {
       FlowJob job;
       job.query = std::move(q);
       flow_jobs_.push_back(std::move(job));
+      continue;
+    }
+    if (q->kind == QueryKind::kReload && reload_handler_) {
+      reload_handler_(std::move(q));
       continue;
     }
     q->promise.set_value(answer(q->kind));
@@ -119,10 +120,8 @@ void Admin::stop() {
 
 AdminReply Admin::answer(QueryKind kind) {
   switch (kind) {
-    case QueryKind::kHealth: {
-      const WorkerHealth::Status st = health_.check(Clock::now());
-      return text_reply(st.healthy ? 200 : 503, st.text);
-    }
+    case QueryKind::kHealth:
+      return bridge_.health(Clock::now());
     case QueryKind::kStats:
       return json_reply(stats_with_rates());
     case QueryKind::kMetrics: {
@@ -147,9 +146,8 @@ AdminReply Admin::answer(QueryKind kind) {
       return json_reply(flow_rules_source_());
     case QueryKind::kWorkloads:
       return json_reply(workloads_source_ ? workloads_source_() : workloads_json(nullptr));
-    case QueryKind::kReload:
-      if (!reload_handler_) return text_reply(503, "config reload is not available");
-      return reload_handler_();
+    case QueryKind::kReload:  // with a handler, handed to it
+      return text_reply(503, "config reload is not available");
   }
   return text_reply(500, "unknown query");
 }

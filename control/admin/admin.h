@@ -75,9 +75,13 @@ class Admin {
   }
   // GET /config_dump's "health_checks" (the backends' health check states); absent without one.
   void set_health_source(std::function<nlohmann::json()> fn) { health_source_ = std::move(fn); }
-  // POST /reload's answer: the runtime reloads the config on the control thread and says how
-  // it went. Without one POST /reload answers 503.
-  void set_reload_handler(std::function<AdminReply()> fn) { reload_handler_ = std::move(fn); }
+  // POST /reload: the runtime gets the query on the control thread, starts a reload (or
+  // refuses one) and sets the query's promise, at once or when the reload's outcome is known,
+  // with Query::reload_id set meanwhile (AdminBridge::ask_reload). It must answer every query it
+  // takes, with 503 at the latest when it stops. Without one POST /reload answers 503.
+  void set_reload_handler(std::function<void(std::shared_ptr<Query>)> fn) {
+    reload_handler_ = std::move(fn);
+  }
   // GET /config_dump's "config" object: the loaded file, its hash and the last reload. Call
   // after every reload attempt.
   void set_config_status(nlohmann::json status) { config_status_ = std::move(status); }
@@ -137,9 +141,8 @@ class Admin {
   std::function<nlohmann::json()> flow_rules_source_;
   std::function<nlohmann::json()> health_source_;
   std::function<nlohmann::json()> workloads_source_;
-  std::function<AdminReply()> reload_handler_;
+  std::function<void(std::shared_ptr<Query>)> reload_handler_;
   nlohmann::json config_status_ = nlohmann::json::object();
-  WorkerHealth health_;
   RateEstimator rates_;
   std::deque<FlowJob> flow_jobs_;
   // Dumps whose worker did not finish before the job was answered: kept until it does.

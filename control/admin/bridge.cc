@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "dataplane/worker/counters.h"
+
 namespace meshgate::ctl {
 
 AdminReply text_reply(int status, std::string body) {
@@ -31,6 +33,65 @@ AdminReply AdminBridge::ask(QueryKind kind, uint32_t limit, std::chrono::millise
                                std::to_string(timeout.count()) + " ms");
   }
   return answer.get();
+}
+
+AdminReply AdminBridge::ask_reload(std::chrono::milliseconds wait) {
+  auto q = std::make_shared<Query>();
+  q->kind = QueryKind::kReload;
+  std::future<AdminReply> answer = q->promise.get_future();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return text_reply(503, "meshgate is shutting down");
+    if (!serving_) return text_reply(503, "meshgate is starting: the control loop is not running yet");
+    queue_.push_back(q);
+  }
+  if (answer.wait_for(wait) == std::future_status::ready) return answer.get();
+  const uint64_t id = q->reload_id.load(std::memory_order_acquire);
+  if (id == 0) {
+    return text_reply(503, "the control loop did not answer within " +
+                               std::to_string(wait.count()) + " ms");
+  }
+  AdminReply r;
+  r.status = 202;
+  r.body = "{\"result\": \"in_progress\", \"id\": " + std::to_string(id) +
+           ", \"poll\": \"GET /reload\"}\n";
+  return r;
+}
+
+AdminReply AdminBridge::reload_state() const {
+  AdminReply r;
+  std::lock_guard<std::mutex> lock(reload_mu_);
+  r.body = reload_state_ + "\n";
+  return r;
+}
+
+void AdminBridge::set_reload_state(std::string json) {
+  std::lock_guard<std::mutex> lock(reload_mu_);
+  reload_state_ = std::move(json);
+}
+
+void AdminBridge::watch_workers(std::vector<const uint64_t*> loops) {
+  std::lock_guard<std::mutex> lock(health_mu_);
+  loops_ = std::move(loops);
+  const auto now = std::chrono::steady_clock::now();
+  for (uint32_t w = 0; w < loops_.size(); ++w) worker_health_.observe(w, dp::counter_read(*loops_[w]), now);
+}
+
+void AdminBridge::observe_workers(std::chrono::steady_clock::time_point now) {
+  std::lock_guard<std::mutex> lock(health_mu_);
+  for (uint32_t w = 0; w < loops_.size(); ++w) worker_health_.observe(w, dp::counter_read(*loops_[w]), now);
+}
+
+AdminReply AdminBridge::health(std::chrono::steady_clock::time_point now) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return text_reply(503, "meshgate is shutting down");
+    if (!serving_) return text_reply(503, "meshgate is starting: the control loop is not running yet");
+  }
+  std::lock_guard<std::mutex> lock(health_mu_);
+  for (uint32_t w = 0; w < loops_.size(); ++w) worker_health_.observe(w, dp::counter_read(*loops_[w]), now);
+  const WorkerHealth::Status st = worker_health_.check(now);
+  return text_reply(st.healthy ? 200 : 503, st.text);
 }
 
 Readiness AdminBridge::readiness() const {
@@ -63,6 +124,11 @@ void AdminBridge::close() {
     std::lock_guard<std::mutex> lock(mu_);
     closed_ = true;
     pending.swap(queue_);
+  }
+  {
+    // The workers may be freed after close(): health() reads no counter from now on.
+    std::lock_guard<std::mutex> lock(health_mu_);
+    loops_.clear();
   }
   for (auto& q : pending) q->promise.set_value(text_reply(503, "meshgate is shutting down"));
 }

@@ -14,6 +14,11 @@
 // A handler that times out drops its reference; the control loop still answers into the
 // shared Query, which is then freed with its last reference. A Query never points anywhere
 // else, so an answer that nobody waits for any more touches nothing.
+//
+// What must answer while the control loop is busy (a probe, the state of a reload that takes
+// longer than a request should wait) does not go through the queue: /ready reads atomics,
+// /healthz reads the workers' loop counters itself (WorkerHealth under its own mutex), GET
+// /reload reads the reload state the control thread last stored here.
 #pragma once
 
 #include <atomic>
@@ -26,11 +31,12 @@
 #include <vector>
 
 #include "control/admin/flow_filter.h"
+#include "control/admin/health.h"
 
 namespace meshgate::ctl {
 
-// kReload (POST /reload) is an action, not a read: the control loop reloads the config and
-// answers with the result.
+// kReload (POST /reload) is an action, not a read: the control loop starts a reload and answers
+// with its result once known (ask_reload).
 enum class QueryKind : uint8_t { kHealth, kStats, kMetrics, kConfigDump, kFlows, kBgp, kFlowRules,
                             kReload, kWorkloads };
 
@@ -45,6 +51,9 @@ struct Query {
   uint32_t limit = 0;  // kFlows: most flows to return
   FlowFilter filter;   // kFlows: which flows count
   std::promise<AdminReply> promise;
+  // kReload: the id of the reload this request started (0: none yet), set by the control thread
+  // before it answers later, read by the asking thread when it stops waiting.
+  std::atomic<uint64_t> reload_id{0};
 };
 
 struct Readiness {
@@ -61,6 +70,14 @@ class AdminBridge {
   // 503 when it did not answer in time.
   AdminReply ask(QueryKind kind, uint32_t limit, std::chrono::milliseconds timeout,
                  FlowFilter filter = {});
+  // POST /reload: as ask(kReload), but when the reload was started and its outcome is not known
+  // within `wait`, 202 with {"result": "in_progress", "id": N}: GET /reload tells the rest.
+  AdminReply ask_reload(std::chrono::milliseconds wait);
+  // GET /reload: what set_reload_state() stored last, as JSON.
+  AdminReply reload_state() const;
+  // GET /healthz, on the asking thread: 503 while starting (no worker watched) or shutting down,
+  // else WorkerHealth's verdict on the loop counters read now.
+  AdminReply health(std::chrono::steady_clock::time_point now);
   // 200 for GET /ready: the first snapshot is live on running workers, the mesh source (if any)
   // finished its first full sync, and the gateway is not draining.
   Readiness readiness() const;
@@ -68,6 +85,14 @@ class AdminBridge {
   void request_drain() { drain_requested_.store(true, std::memory_order_release); }
 
   // ---- control thread ----
+
+  // The workers' poll-loop counters (index = worker), readable until close(); health() and
+  // observe_workers() read them with dp::counter_read.
+  void watch_workers(std::vector<const uint64_t*> loops);
+  // Each control-loop tick: the counters as of now, so a stall is timed from the last change.
+  void observe_workers(std::chrono::steady_clock::time_point now);
+  // GET /reload's answer from now on (a JSON object).
+  void set_reload_state(std::string json);
 
   // The control loop answers queries from now on (until close()).
   void start_serving();
@@ -96,6 +121,11 @@ class AdminBridge {
   std::atomic<bool> mesh_required_{false};
   std::atomic<bool> mesh_synced_{false};
   std::atomic<bool> draining_{false};
+  mutable std::mutex health_mu_;
+  std::vector<const uint64_t*> loops_;  // guarded by health_mu_
+  WorkerHealth worker_health_;          // guarded by health_mu_
+  mutable std::mutex reload_mu_;
+  std::string reload_state_ = R"({"state": "idle", "id": 0, "last": null})";  // guarded by reload_mu_
 };
 
 // A plain-text reply ("text/plain"), for errors and short answers.

@@ -393,8 +393,10 @@ namespace {
 // How long a handler waits for the control loop: it ticks every millisecond, and /flows waits
 // at most kFlowDumpWait (1 s) for the workers.
 constexpr std::chrono::milliseconds kAnswerTimeout{3000};
-// A reload builds a snapshot: seconds for a config of tens of thousands of services.
-constexpr std::chrono::milliseconds kReloadTimeout{30000};
+// How long POST /reload waits for the reload's outcome before it answers 202 (the reload goes
+// on; GET /reload tells how it ended). Most reloads take milliseconds; one that compiles
+// thousands of regexes takes longer than a client should hold a request.
+constexpr std::chrono::milliseconds kReloadWait{10000};
 
 struct HostPort {
   std::string host;
@@ -441,7 +443,9 @@ constexpr const char* kIndex =
     "  GET  /workloads     the mesh's workloads as JSON (none without a [mesh] source)\n"
     "  POST /drain         refuse new flows, exit once established flows closed\n"
     "  POST /reload        reload the config file: 200 with what changed, 400 invalid,\n"
-    "                      409 when a changed key needs a restart (nothing applied)\n"
+    "                      409 when a changed key needs a restart or a reload is in\n"
+    "                      progress (nothing applied); 202 when it takes over 10 s\n"
+    "  GET  /reload        the reload in progress and the last one's outcome as JSON\n"
     "  GET  /logging       the log level and format as JSON\n"
     "  POST /logging?level=L\n"
     "                      set the log level: error, warn, info or debug\n";
@@ -537,7 +541,10 @@ void AdminServer::routes() {
       answer(res, b.ask(kind, 0, kAnswerTimeout));
     };
   };
-  s.Get("/healthz", query(QueryKind::kHealth));
+  // Answered here, not by the control loop: a probe must not fail while the loop is busy.
+  s.Get("/healthz", [&b](const httplib::Request&, httplib::Response& res) {
+    answer(res, b.health(std::chrono::steady_clock::now()));
+  });
   s.Get("/stats", query(QueryKind::kStats));
   s.Get("/metrics", query(QueryKind::kMetrics));
   s.Get("/config_dump", query(QueryKind::kConfigDump));
@@ -570,7 +577,9 @@ void AdminServer::routes() {
                                 "flows have closed or [gateway] drain_timeout_ms has passed"));
   };
   auto reload = [&b](httplib::Response& res) {
-    answer(res, b.ask(QueryKind::kReload, 0, kReloadTimeout));
+    const AdminReply r = b.ask_reload(kReloadWait);
+    if (r.status == 202) res.set_header("Location", "/reload");
+    answer(res, r);
   };
   // Browsers' requests and oversized bodies (request_checks.h), before a body is read: the
   // checks run from the headers alone, for Expect: 100-continue before the client is invited to
@@ -609,9 +618,8 @@ void AdminServer::routes() {
     answer(res, text_reply(405, "use POST /drain"));
   });
   s.Post("/reload", [reload](const httplib::Request&, httplib::Response& res) { reload(res); });
-  s.Get("/reload", [](const httplib::Request&, httplib::Response& res) {
-    res.set_header("Allow", "POST");
-    answer(res, text_reply(405, "use POST /reload"));
+  s.Get("/reload", [&b](const httplib::Request&, httplib::Response& res) {
+    answer(res, b.reload_state());
   });
   s.Get("/logging", [](const httplib::Request&, httplib::Response& res) {
     answer(res, logging_reply());

@@ -101,17 +101,21 @@ void log_reload(const ReloadOutcome& o) {
     const ConfigChanges& c = o.changes;
     log(LogLevel::kInfo, "config_reload",
         "result=ok trigger=%s services_added=%u services_removed=%u services_changed=%u "
-        "listeners_added=%u listeners_removed=%u listeners_changed=%u other=%s sha256=%s",
+        "listeners_added=%u listeners_removed=%u listeners_changed=%u other=%s sha256=%s "
+        "id=%lu elapsed_ms=%.0f",
         o.trigger, c.services_added, c.services_removed, c.services_changed, c.listeners_added,
-        c.listeners_removed, c.listeners_changed, joined(c.other).c_str(), o.sha256.c_str());
+        c.listeners_removed, c.listeners_changed, joined(c.other).c_str(), o.sha256.c_str(),
+        (unsigned long)o.id, o.elapsed_ms);
     return;
   }
   const std::string memory = o.memory_refused() ? " needed_mb=" + std::to_string(o.needed_mb) +
                                                        " available_mb=" +
                                                        std::to_string(o.available_mb)
                                                  : "";
-  log(LogLevel::kError, "config_reload", "result=%s trigger=%s errors=%zu%s action=\"%s\"",
-      result_name(o.result), o.trigger, o.errors.errors.size(), memory.c_str(),
+  log(LogLevel::kError, "config_reload",
+      "result=%s trigger=%s errors=%zu%s id=%lu elapsed_ms=%.0f action=\"%s\"",
+      result_name(o.result), o.trigger, o.errors.errors.size(), memory.c_str(), (unsigned long)o.id,
+      o.elapsed_ms,
       "nothing changed; the running config stays");
   for (const ConfigError& e : o.errors.errors) {
     log(LogLevel::kError, "config_reload_error", "result=%s error=\"%s\"", result_name(o.result),
@@ -134,7 +138,20 @@ json reload_json(const ReloadOutcome& o) {
             {"sha256", o.sha256},
             {"errors", errors}};
   if (o.result == ReloadResult::kOk) j["changes"] = changes_json(o.changes);
+  if (o.id != 0) {
+    j["id"] = o.id;
+    j["elapsed_ms"] = int64_t(o.elapsed_ms + 0.5);
+  }
   return j;
+}
+
+AdminReply reload_in_progress_reply(uint64_t id, const char* trigger) {
+  AdminReply r;
+  r.status = 409;
+  r.body = json{{"result", "in_progress"}, {"id", id}, {"trigger", trigger}, {"errors", json::array()}}
+               .dump(2) +
+           "\n";
+  return r;
 }
 
 AdminReply reload_reply(const ReloadOutcome& o) {

@@ -37,6 +37,8 @@ struct ReloadOutcome {
   uint64_t needed_mb = 0;
   uint64_t available_mb = 0;
   bool memory_refused() const { return available_mb != 0 && needed_mb > available_mb; }
+  uint64_t id = 0;          // the runtime's count of reloads started, this one's (0: not set)
+  double elapsed_ms = 0;    // from the trigger to the outcome (the snapshot published)
 };
 
 // Reads `running.path` again and checks it as --check does: parse and validation errors, then
@@ -55,8 +57,11 @@ ReloadOutcome check_reload(const Config& running, const char* trigger, std::opti
 void log_reload(const ReloadOutcome& o);
 // POST /reload: 200 (ok), 400 (invalid), 409 (restart_required), with reload_json().
 AdminReply reload_reply(const ReloadOutcome& o);
+// POST /reload while reload `id` (started by `trigger`) runs: 409 {"result": "in_progress",
+// "id", "trigger", "errors": []}. Nothing is started: one reload runs at a time.
+AdminReply reload_in_progress_reply(uint64_t id, const char* trigger);
 // {"result", "trigger", "sha256", "changes": {...}, "errors": [{"file", "line", "column",
-// "key", "message", "text"}]}
+// "key", "message", "text"}]}, and "id", "elapsed_ms" once set.
 nlohmann::json reload_json(const ReloadOutcome& o);
 
 // What /metrics and /config_dump say about reloads.

@@ -48,6 +48,7 @@
 #include "control/runtime/host_checks.h"
 #include "control/runtime/ports.h"
 #include "control/runtime/reload.h"
+#include "control/runtime/reload_job.h"
 #include "control/snapshot/builder.h"
 #include "control/snapshot/publisher.h"
 #include "control/stats/stats.h"
@@ -253,6 +254,8 @@ class GatewayRun {
   // Live mode: POST /reload, the reload metrics and /config_dump status, and the file watch
   // ([gateway] watch_config). SIGHUP reloads from the control loop's start on.
   void setup_reload();
+  // A SIGTERM or SIGINT stopped the start (while the first snapshot's names compiled).
+  bool stopped_at_start() const { return stopped_at_start_; }
   // The workers run the first snapshot: the VIPs are announced from now on ([bgp]).
   void become_ready();
   // Until every worker stopped: signals, drain, admin ticks, neighbor fan-out, providers,
@@ -272,10 +275,21 @@ class GatewayRun {
   bool take_certificate(CertBundle b);
   bool publish_services(std::vector<ServiceSpec> services, const char* why,
                         std::string* error = nullptr);
-  // A config reload (config/README.md "Reloading"): the file checked against the running
-  // config; an accepted one replaces config_ and its services are published (after the static
-  // ones, the mesh's last model, as poll_mesh does). Nothing changes unless the result is ok.
-  ReloadOutcome reload(const char* trigger);
+  // A config reload (config/README.md "Reloading"), in two halves. start_reload: on a
+  // background thread (ReloadWork), the file checked against a copy of the running config and
+  // the Hyperscan databases of its listeners compiled; one reload runs at a time: `query` (POST
+  // /reload) is answered 409 while one runs, a SIGHUP or watched change is queued and runs
+  // after it (one, however many came). finish_reload, on the control thread once the work is
+  // done: an accepted config replaces config_ and its services are published (after the
+  // static ones, the mesh's last model, as poll_mesh does), the build finding the databases
+  // compiled; nothing changes unless the result is ok. `query` is answered then.
+  void start_reload(const char* trigger, std::shared_ptr<Query> query = nullptr);
+  void poll_reload();
+  void finish_reload(ReloadWork work);
+  // GET /reload's state: the reload in progress, the last outcome.
+  void publish_reload_state();
+  // Answers the POST /reload requests waiting for the reload in progress.
+  void answer_reload_waiters(const AdminReply& reply);
   bool publish_reloaded(std::string* error);
   // Starts or stops the file watch as cfg_.gateway.watch_config says.
   void update_config_watch();
@@ -352,6 +366,17 @@ class GatewayRun {
   ReloadStats reload_stats_;
   std::unique_ptr<ConfigWatch> config_watch_;
   std::string watched_sha256_;  // the config bytes last loaded or tried
+  cpu_set_t helper_cpus_;       // where the snapshot builder's helpers and background tasks run
+  std::unique_ptr<BackgroundTask<ReloadWork>> reload_work_;  // the reload in progress
+  uint64_t reload_id_ = 0;                   // reloads started
+  const char* reload_trigger_ = "";          // the one in progress
+  std::chrono::steady_clock::time_point reload_started_;
+  int64_t reload_started_unix_ = 0;
+  bool reload_told_systemd_ = false;         // RELOADING=1 sent for it
+  const char* reload_queued_ = nullptr;      // a SIGHUP or watched change came meanwhile
+  std::vector<std::shared_ptr<Query>> reload_waiters_;  // its POST /reload requests
+  nlohmann::json last_reload_;               // the last outcome, for GET /reload
+  bool stopped_at_start_ = false;
   std::unique_ptr<AccessLogWriter> access_log_;  // outlives the workers (their rings)
 
   Phase phase_ = Phase::kRunning;
@@ -495,11 +520,11 @@ bool GatewayRun::create_pools() {
   reg_ = std::make_unique<Registries>();
   const uint32_t n = resolve_build_threads(cfg_.control.build_threads, workers_,
                                            std::thread::hardware_concurrency());
-  const cpu_set_t cpus = non_worker_cpus(allowed_cpus_, workers_);
-  const bool pinned = reg_->pool.start(n, &cpus);
+  helper_cpus_ = non_worker_cpus(allowed_cpus_, workers_);
+  const bool pinned = reg_->pool.start(n, &helper_cpus_);
   log(pinned ? LogLevel::kInfo : LogLevel::kWarn, "snapshot_builder",
       "build_threads=%u configured=%u helper_cpus=%d pinned=%s", n, cfg_.control.build_threads,
-      CPU_COUNT(&cpus), pinned ? "yes" : "no");
+      CPU_COUNT(&helper_cpus_), pinned ? "yes" : "no");
   handoff_.assign(workers_, std::vector<rte_ring*>(workers_, nullptr));
   slots_.resize(workers_);
   if (!pool_) {
@@ -690,6 +715,24 @@ void GatewayRun::poll_health(std::chrono::steady_clock::time_point now) {
 
 bool GatewayRun::publish_first_snapshot() {
   if (!replay_) health_ = health::HealthMonitor::create(cfg_);
+  // The listeners' regex sets can take a minute to compile: off this thread, so that a SIGTERM
+  // or SIGINT meanwhile stops the start at once (there is nothing to drain yet).
+  const auto t0 = std::chrono::steady_clock::now();
+  BackgroundTask<CompiledNames> names(
+      [c = cfg_] { return compile_listener_names(c, {}); }, &helper_cpus_);
+  while (!names.done()) {
+    if (g_sigint || g_sigterm) {
+      log(LogLevel::kInfo, "stopping", "signal=%d phase=start waited_ms=%lld",
+          g_sigint ? int(g_stop_signal) : SIGTERM,
+          (long long)std::chrono::duration_cast<std::chrono::milliseconds>(
+              std::chrono::steady_clock::now() - t0)
+              .count());
+      stopped_at_start_ = true;
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  adopt_names(reg_->names, names.take());
   if (mesh_rt_) poll_mesh();
   return version_ != 0 || publish_services(services_from_config(cfg_), "config");
 }
@@ -837,7 +880,7 @@ void GatewayRun::register_metrics() {
 void GatewayRun::setup_reload() {
   if (replay_) return;
   if (admin_) {
-    admin_->set_reload_handler([this] { return reload_reply(reload("admin")); });
+    admin_->set_reload_handler([this](std::shared_ptr<Query> q) { start_reload("admin", std::move(q)); });
     admin_->add_metrics_source([this](PromWriter& w) { reload_stats_.write_metrics(w); });
     admin_->set_config_status(reload_stats_.status(cfg_));
   }
@@ -845,18 +888,69 @@ void GatewayRun::setup_reload() {
   update_config_watch();
 }
 
-ReloadOutcome GatewayRun::reload(const char* trigger) {
+void GatewayRun::start_reload(const char* trigger, std::shared_ptr<Query> query) {
+  if (reload_work_) {
+    if (query) {
+      query->promise.set_value(reload_in_progress_reply(reload_id_, reload_trigger_));
+    } else if (!reload_queued_) {
+      reload_queued_ = trigger;
+      log(LogLevel::kInfo, "config_reload_queued", "trigger=%s in_progress_id=%lu", trigger,
+          (unsigned long)reload_id_);
+      publish_reload_state();
+    }
+    return;
+  }
   // systemd shows the unit "reloading" until READY=1; MONOTONIC_USEC is what systemd 253's
   // Type=notify-reload expects with it (sd_notify(3)).
-  const bool tell_systemd = notified_ready_ && !notified_stopping_;
-  if (tell_systemd) {
+  reload_told_systemd_ = notified_ready_ && !notified_stopping_;
+  if (reload_told_systemd_) {
     timespec ts{};
     clock_gettime(CLOCK_MONOTONIC, &ts);
     sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu",
                (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000);
   }
-  std::optional<Config> next;
-  ReloadOutcome o = check_reload(cfg_, trigger, &next);
+  ++reload_id_;
+  reload_trigger_ = trigger;
+  reload_started_ = std::chrono::steady_clock::now();
+  reload_started_unix_ = int64_t(std::time(nullptr));
+  // Copies: the task may outlive this run (abandoned at a stop), and the control thread keeps
+  // reading and (on another reload) replacing config_.
+  reload_work_ = std::make_unique<BackgroundTask<ReloadWork>>(
+      [running = cfg_, trigger, have = cached_name_keys(reg_->names)] {
+        return run_reload_check(running, trigger, have);
+      },
+      &helper_cpus_);
+  if (query) {
+    query->reload_id.store(reload_id_, std::memory_order_release);
+    reload_waiters_.push_back(std::move(query));
+  }
+  log(LogLevel::kInfo, "config_reload_started", "trigger=%s id=%lu", trigger,
+      (unsigned long)reload_id_);
+  publish_reload_state();
+}
+
+void GatewayRun::poll_reload() {
+  if (!reload_work_ || !reload_work_->done()) return;
+  ReloadWork w = reload_work_->take();
+  reload_work_.reset();
+  finish_reload(std::move(w));
+  if (reload_queued_ && phase_ != Phase::kStopping) {
+    const char* trigger = reload_queued_;
+    reload_queued_ = nullptr;
+    start_reload(trigger);
+  }
+}
+
+void GatewayRun::finish_reload(ReloadWork w) {
+  ReloadOutcome& o = w.outcome;
+  o.id = reload_id_;
+  if (phase_ == Phase::kStopping) {
+    log(LogLevel::kInfo, "config_reload_abandoned", "trigger=%s id=%lu reason=stopping",
+        o.trigger, (unsigned long)o.id);
+    answer_reload_waiters(text_reply(503, "meshgate is shutting down: the reload was not applied"));
+    return;
+  }
+  std::optional<Config>& next = w.next;
   if (!o.sha256.empty()) watched_sha256_ = o.sha256;
   if (o.result == ReloadResult::kOk) {
     // Only start_ports read setups_; they point into the ports about to be replaced.
@@ -867,8 +961,15 @@ ReloadOutcome GatewayRun::reload(const char* trigger) {
     std::unique_ptr<health::HealthMonitor> checks = health::HealthMonitor::create(cfg_);
     if (checks && health_) checks->adopt_states(*health_);
     std::swap(health_, checks);  // checks: the running monitor, until the publish succeeded
+    adopt_names(reg_->names, std::move(w.names));
+    const auto t0 = std::chrono::steady_clock::now();
     std::string error;
-    if (!publish_reloaded(&error)) {
+    const bool published = publish_reloaded(&error);
+    log(LogLevel::kInfo, "config_reload_timing",
+        "id=%lu check_ms=%.0f compile_ms=%.0f publish_ms=%.1f", (unsigned long)o.id, w.check_ms,
+        w.compile_ms,
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    if (!published) {
       std::swap(health_, checks);
       std::swap(config_, *next);
       o.result = ReloadResult::kInvalid;
@@ -880,12 +981,36 @@ ReloadOutcome GatewayRun::reload(const char* trigger) {
       flow_rules_->sync_all(flow_rule_inputs(cfg_, workers_));
     }
   }
+  o.elapsed_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                           reload_started_)
+                     .count();
   log_reload(o);
   reload_stats_.count(o);
   if (admin_) admin_->set_config_status(reload_stats_.status(cfg_));
   update_config_watch();
-  if (tell_systemd) sd_notify(0, "READY=1\nSTATUS=serving");
-  return o;
+  if (reload_told_systemd_ && !notified_stopping_) sd_notify(0, "READY=1\nSTATUS=serving");
+  last_reload_ = reload_json(o);
+  last_reload_["unix_time"] = o.unix_time;
+  publish_reload_state();
+  answer_reload_waiters(reload_reply(o));
+}
+
+void GatewayRun::publish_reload_state() {
+  if (!admin_) return;
+  nlohmann::json j = {{"state", reload_work_ ? "in_progress" : "idle"},
+                      {"id", reload_id_},
+                      {"last", last_reload_.is_null() ? nlohmann::json(nullptr) : last_reload_}};
+  if (reload_work_) {
+    j["trigger"] = reload_trigger_;
+    j["started_unix"] = reload_started_unix_;
+    j["queued"] = reload_queued_ != nullptr;
+  }
+  admin_->bridge().set_reload_state(j.dump(2));
+}
+
+void GatewayRun::answer_reload_waiters(const AdminReply& reply) {
+  for (auto& q : reload_waiters_) q->promise.set_value(reply);
+  reload_waiters_.clear();
 }
 
 bool GatewayRun::publish_reloaded(std::string* error) {
@@ -921,7 +1046,7 @@ void GatewayRun::poll_config_watch() {
   const std::string sha = file_sha256(cfg_.path);
   // Unreadable: removed for a moment (the rename of a save); the next event brings it back.
   if (sha.empty() || sha == watched_sha256_) return;
-  reload("watch");
+  start_reload("watch");
 }
 
 void GatewayRun::become_ready() {
@@ -955,7 +1080,9 @@ void GatewayRun::control_loop() {
     if (mesh_rt_ && phase_ != Phase::kStopping) poll_mesh();
     if (cert_provider_ && phase_ != Phase::kStopping) poll_certificate();
     if (health_ && phase_ != Phase::kStopping) poll_health(now);
-    if (config_watch_ && phase_ != Phase::kStopping) poll_config_watch();
+    // A change seen while a reload runs waits for it (the flag stays up).
+    if (config_watch_ && phase_ != Phase::kStopping && !reload_work_) poll_config_watch();
+    if (reload_work_) poll_reload();
     publisher_.reclaim();
     if (access_log_) access_log_->drain();
     if (progress_) show_progress();
@@ -976,7 +1103,7 @@ void GatewayRun::act_on_signals(std::chrono::steady_clock::time_point now) {
     if (replay_) {
       log(LogLevel::kInfo, "sighup", "action=ignored reason=\"a replay does not reload its config\"");
     } else if (phase_ != Phase::kStopping) {
-      reload("sighup");
+      start_reload("sighup");
     }
   }
   if (phase_ != Phase::kStopping && (g_sigint || (replay_ && g_sigterm))) {
@@ -1138,6 +1265,8 @@ int GatewayRun::finish() {
     if (s.worker) s.worker->drop_late_handoffs();
   }
   if (access_log_) access_log_->drain(SIZE_MAX);  // the connections that ended last
+  // A reload still compiling is abandoned (teardown); its requests are answered now.
+  answer_reload_waiters(text_reply(503, "meshgate is shutting down: the reload was not applied"));
   if (bgp_) bgp_->stop();  // stopped already unless the workers ended by themselves
   if (mesh_rt_) mesh_rt_->stop();
   if (cert_provider_) cert_provider_->stop();
@@ -1176,6 +1305,8 @@ int GatewayRun::finish() {
 }
 
 void GatewayRun::teardown() {
+  answer_reload_waiters(text_reply(503, "meshgate is shutting down: the reload was not applied"));
+  reload_work_.reset();  // abandoned when still running (reload_job.h)
   config_watch_.reset();
   admin_.reset();  // before the workers: it may hold their flow-dump requests
   mesh_rt_.reset();
@@ -1219,7 +1350,14 @@ int run_gateway(const Config& cfg, const RunOptions& opt) {
       rc = g.finish();
     }
   }
+  if (g.stopped_at_start()) rc = kExitOk;
   g.teardown();
+  if (background_tasks_running() > 0) {
+    // A compile still running (abandoned): exit without waiting for it, and without running
+    // static destructors under it.
+    std::fflush(nullptr);
+    std::_Exit(rc);
+  }
   return rc;
 }
 

@@ -157,6 +157,69 @@ Result<bool> add_host_patterns(NameCache& cache, dp::Snapshot* snap) {
   return true;
 }
 
+namespace {
+
+// cached_name_keys' tags: a hostname set and a deny set of the same patterns are two databases.
+constexpr char kMatcherTag = 'm';
+constexpr char kDenyTag = 'd';
+
+// What a reload may compile: each listener's hostname set and deny set, each service's deny set,
+// as add_listeners and add_deny_set will ask for them.
+struct NameSet {
+  std::vector<std::string> patterns;
+  bool deny = false;
+};
+
+std::vector<NameSet> name_sets(const Config& cfg) {
+  std::vector<NameSet> out;
+  auto add_deny = [&](const std::vector<DenyConfig>& deny) {
+    NameSet d{{}, true};
+    for (const DenyConfig& x : deny) d.patterns.push_back(x.pattern);
+    if (!d.patterns.empty()) out.push_back(std::move(d));
+  };
+  for (const ListenerConfig& lc : cfg.listeners) {
+    NameSet n;
+    for (const ListenerRouteConfig& rc : lc.routes) {
+      n.patterns.insert(n.patterns.end(), rc.hostnames.begin(), rc.hostnames.end());
+    }
+    if (!n.patterns.empty()) out.push_back(std::move(n));
+    add_deny(lc.deny);
+  }
+  for (const ServiceConfig& sc : cfg.services) add_deny(sc.deny);
+  return out;
+}
+
+}  // namespace
+
+CompiledNames compile_listener_names(const Config& cfg,
+                                     const std::unordered_set<std::string>& have) {
+  CompiledNames c;
+  for (const NameSet& n : name_sets(cfg)) {
+    std::string key = joined(n.patterns);
+    if (have.contains((n.deny ? kDenyTag : kMatcherTag) + key)) continue;
+    if (n.deny) {
+      if (c.deny_sets.contains(key)) continue;
+      if (auto d = compile_deny(n.patterns)) c.deny_sets.emplace(std::move(key), std::move(d.value()));
+    } else {
+      if (c.matchers.contains(key)) continue;
+      if (auto m = compile_names(n.patterns)) c.matchers.emplace(std::move(key), std::move(m.value()));
+    }
+  }
+  return c;
+}
+
+std::unordered_set<std::string> cached_name_keys(const NameCache& cache) {
+  std::unordered_set<std::string> keys;
+  for (const auto& kv : cache.matchers) keys.insert(kMatcherTag + kv.first);
+  for (const auto& kv : cache.deny_sets) keys.insert(kDenyTag + kv.first);
+  return keys;
+}
+
+void adopt_names(NameCache& cache, CompiledNames c) {
+  for (auto& kv : c.matchers) cache.matchers.try_emplace(kv.first, std::move(kv.second));
+  for (auto& kv : c.deny_sets) cache.deny_sets.try_emplace(kv.first, std::move(kv.second));
+}
+
 Result<bool> finish_names(uint32_t workers, NameCache& cache, dp::Snapshot* snap) {
   std::vector<const hs_database_t*> dbs;
   if (snap->host_patterns && snap->host_patterns->database()) {

@@ -53,6 +53,26 @@ Result<bool> add_listeners(const Config& cfg, NameCache& cache, AddrRegistry& ad
 // that are not valid patterns were rejected with their mesh resource; any left are skipped.
 Result<bool> add_host_patterns(NameCache& cache, dp::Snapshot* snap);
 
+// Databases compiled ahead of a build, by NameCache key: what a config reload compiles off the
+// control thread (compile_listener_names) so that the build that follows on it finds them cached
+// (adopt_names) and compiles nothing.
+struct CompiledNames {
+  std::unordered_map<std::string, std::shared_ptr<const dp::names::NameMatcher>> matchers;
+  std::unordered_map<std::string, std::shared_ptr<const dp::names::DenySet>> deny_sets;
+};
+
+// Compiles the hostname and deny sets of cfg's listeners and services that `have`
+// (cached_name_keys when the job was handed out) lacks. Sets that do not compile are left out:
+// the build reports them. Pure, for any thread: it reads `cfg` and `have` only.
+CompiledNames compile_listener_names(const Config& cfg, const std::unordered_set<std::string>& have);
+
+// What `cache` holds now, for compile_listener_names. Control thread.
+std::unordered_set<std::string> cached_name_keys(const NameCache& cache);
+
+// Puts `c`'s databases into `cache` where it has none under their key (the next build uses
+// them, finish_names drops those it did not). Control thread.
+void adopt_names(NameCache& cache, CompiledNames c);
+
 // Gives `snap` the scratch set for its databases (reused from the last build when they are the
 // same), one scratch per worker. Call last; drops cached databases no longer used.
 Result<bool> finish_names(uint32_t workers, NameCache& cache, dp::Snapshot* snap);

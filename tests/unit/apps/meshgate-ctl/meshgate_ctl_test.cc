@@ -453,6 +453,15 @@ TEST(CtlReload, AppliedSaysWhatChangedRefusedListsEveryPositionedError) {
             "  gw.toml:9:1: port[1]: cannot change while running\n");
 }
 
+// POST /reload while another reload runs: nothing started, and ctl says which one runs.
+TEST(CtlReload, AReloadInProgressIsNamedAndNothingStarted) {
+  const json busy = json::parse(R"({"result": "in_progress", "id": 4, "trigger": "sighup",
+    "errors": []})");
+  EXPECT_EQ(render_reload(busy),
+            "reload not started: reload 4 (sighup) is in progress; nothing changed, try again "
+            "when it is done\n");
+}
+
 TEST(CtlRender, AnAnswerMissingAFieldThrowsForMainToReport) {
   EXPECT_THROW(render_flows(json::parse(R"({"flows": []})")), json::exception);
   EXPECT_THROW(render_services(json::object(), kStats, json()), json::exception);

@@ -33,6 +33,7 @@
 #include "control/admin/health.h"
 #include "control/admin/server.h"
 #include "control/common/log.h"
+#include "dataplane/worker/counters.h"
 
 namespace meshgate::ctl {
 namespace {
@@ -133,7 +134,6 @@ TEST_F(AdminServerTest, QueriesAreAnsweredOnTheControlLoopThread) {
   EXPECT_EQ(body("/stats"), "kind=" + std::to_string(int(QueryKind::kStats)) + " limit=0\n");
   EXPECT_EQ(loop.answered_on.load(), loop.id());
   EXPECT_EQ(body("/metrics"), "kind=" + std::to_string(int(QueryKind::kMetrics)) + " limit=0\n");
-  EXPECT_EQ(body("/healthz"), "kind=" + std::to_string(int(QueryKind::kHealth)) + " limit=0\n");
   EXPECT_EQ(body("/config_dump"),
             "kind=" + std::to_string(int(QueryKind::kConfigDump)) + " limit=0\n");
 }
@@ -223,7 +223,7 @@ TEST_F(AdminServerTest, PostReloadIsAQueryAnsweredByTheLoopWithOrWithoutABody) {
   const std::string raw = bodiless_post(server_->port(), "/reload");
   EXPECT_EQ(raw.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << raw;
   EXPECT_NE(raw.find("\r\n\r\n" + kind), std::string::npos) << raw;
-  EXPECT_EQ(status("/reload"), 405);
+  EXPECT_EQ(body("/reload"), "{\"state\": \"idle\", \"id\": 0, \"last\": null}\n");
   EXPECT_EQ(bodiless_post(server_->port(), "/drain").rfind("HTTP/1.1 200 OK\r\n", 0), 0u);
   EXPECT_TRUE(bridge_.take_drain_request());
 }
@@ -582,6 +582,66 @@ TEST(AdminBridge, AQueryTheLoopDoesNotAnswerTimesOutWith503) {
   EXPECT_EQ(r.status, 503);
   EXPECT_NE(r.body.find("did not answer"), std::string::npos);
   // The loop answers late: the abandoned query is still safe to fulfil.
+  for (auto& q : b.take()) q->promise.set_value(text_reply(200, "late"));
+}
+
+// /healthz and GET /reload are answered on the HTTP thread: no control loop runs here at all.
+TEST_F(AdminServerTest, HealthzAndReloadStateAnswerWithoutTheControlLoop) {
+  uint64_t loops = 0;
+  std::atomic<bool> stop{false};
+  std::thread worker([&] {
+    while (!stop) {
+      dp::counter_add(loops, 1);
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+  bridge_.watch_workers({&loops});
+  bridge_.start_serving();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = cli_->Get("/healthz");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(r->body.rfind("ok\n", 0), 0u) << r->body;
+  bridge_.set_reload_state(R"({"state": "in_progress", "id": 3})");
+  EXPECT_EQ(body("/reload"), "{\"state\": \"in_progress\", \"id\": 3}\n");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s) << "waited for a control loop";
+  stop = true;
+  worker.join();
+  // A worker whose counter stopped is named, still without the loop.
+  std::this_thread::sleep_for(1100ms);
+  r = cli_->Get("/healthz");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503);
+  EXPECT_NE(r->body.find("worker 0 stuck"), std::string::npos) << r->body;
+}
+
+// A reload the loop started but has not finished within the wait: 202 with its id (GET /reload
+// tells the rest); one the loop never took: 503 as any query.
+TEST(AdminBridge, AReloadStartedButNotFinishedInTheWaitAnswers202WithItsId) {
+  AdminBridge b;
+  b.start_serving();
+  std::shared_ptr<Query> held;
+  std::atomic<bool> stop{false};
+  std::thread loop([&] {
+    while (!stop) {
+      for (auto& q : b.take()) {
+        q->reload_id.store(7, std::memory_order_release);
+        held = std::move(q);
+      }
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+  const AdminReply r = b.ask_reload(100ms);
+  stop = true;
+  loop.join();
+  EXPECT_EQ(r.status, 202);
+  EXPECT_NE(r.body.find("\"result\": \"in_progress\""), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("\"id\": 7"), std::string::npos) << r.body;
+  ASSERT_TRUE(held);
+  held->promise.set_value(text_reply(200, "late"));  // nobody waits: still safe
+  const AdminReply untaken = b.ask_reload(50ms);
+  EXPECT_EQ(untaken.status, 503);
+  EXPECT_NE(untaken.body.find("did not answer"), std::string::npos);
   for (auto& q : b.take()) q->promise.set_value(text_reply(200, "late"));
 }
 

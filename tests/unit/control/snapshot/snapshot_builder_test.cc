@@ -769,5 +769,51 @@ source = "2001:db8:bad::/48"
   EXPECT_FALSE(snap->source_blocked(A("2001:db8:2::1")));
 }
 
+// A reload compiles its listeners' Hyperscan databases off the control thread
+// (compile_listener_names) and hands them to the cache (adopt_names): the build that follows
+// uses those very databases, compiles none, and a second compile against the cache finds
+// nothing left to do.
+TEST(SnapshotBuilder, NamesCompiledAheadAreTheOnesTheBuildUses) {
+  Fixture f(std::string(test::kDemoTopology) + R"(
+[fullnat]
+local_addresses = ["198.51.100.2"]
+[[service]]
+name = "shop"
+vip = "203.0.113.21"
+port = 1001
+mode = "proxy"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8443
+  [[service.deny]]
+  pattern = "attack[0-9]+"
+[[listener]]
+name = "tls"
+vip = "203.0.113.30"
+port = 443
+  [[listener.route]]
+  hostnames = ["shop.example.com", "~api-[0-9]+\\.example\\.com"]
+  service = "shop"
+  [[listener.deny]]
+  pattern = "evil"
+)");
+  ctl::Registries reg;
+  ctl::CompiledNames c = ctl::compile_listener_names(f.cfg, ctl::cached_name_keys(reg.names));
+  ASSERT_EQ(c.matchers.size(), 1u);
+  ASSERT_EQ(c.deny_sets.size(), 2u);  // the listener's and the service's
+  const dp::names::NameMatcher* matcher = c.matchers.begin()->second.get();
+  std::set<const dp::names::DenySet*> deny;
+  for (const auto& kv : c.deny_sets) deny.insert(kv.second.get());
+  ctl::adopt_names(reg.names, std::move(c));
+  auto s = f.build(ctl::services_from_config(f.cfg), reg, 1);
+  ASSERT_EQ(s->listeners.size(), 1u);
+  EXPECT_EQ(s->listeners[0].names.get(), matcher);
+  ASSERT_EQ(s->deny_sets.size(), 2u);
+  for (const dp::SnapDeny& d : s->deny_sets) EXPECT_TRUE(deny.contains(d.set.get()));
+  ctl::CompiledNames again = ctl::compile_listener_names(f.cfg, ctl::cached_name_keys(reg.names));
+  EXPECT_TRUE(again.matchers.empty());
+  EXPECT_TRUE(again.deny_sets.empty());
+}
+
 }  // namespace
 }  // namespace meshgate
