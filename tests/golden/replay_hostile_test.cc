@@ -444,6 +444,18 @@ void add_martian_rows(std::vector<Row>& v) {
                {test::udp_frame(c.v4.c_str(), c.port, "198.51.100.255", 53)},
                Drop::kDestinationNotUnicast});
   c = client_of(v.size());
+  v.push_back({"SYN to the VIP from link-local 169.254.1.1", {},
+               {pkt::build_tcp(kToGw, ip_hdr("169.254.1.1", kVip), tcp_hdr(c.port, 80, pkt::kTcpSyn))},
+               Drop::kSourceLinkLocal});
+  c = client_of(v.size());
+  v.push_back({"SYN to web6 from link-local fe80::1", {},
+               {pkt::build_tcp(kToGw, ip_hdr("fe80::1", kVip6), tcp_hdr(c.port, 80, pkt::kTcpSyn))},
+               Drop::kSourceLinkLocal});
+  c = client_of(v.size());
+  v.push_back({"SYN to web (dnat) from its backend 198.51.100.12", {},
+               {pkt::build_tcp(kToGw, ip_hdr("198.51.100.12", kVip), tcp_hdr(c.port, 80, pkt::kTcpSyn))},
+               Drop::kSourceIsBackend});
+  c = client_of(v.size());
   v.push_back({"SYN to the VIP in a broadcast frame", {},
                {test::tcp_frame(c.v4.c_str(), c.port, kVip, 80, pkt::kTcpSyn, 64,
                                 pkt::EthHdr{pkt::broadcast_mac(), kRouter})},

@@ -11,6 +11,7 @@
 
 #include "dataplane/proxy/proxy.h"
 #include "dataplane/snapshot/snapshot.h"
+#include "tests/support/frames.h"
 #include "tests/support/proxy_net.h"
 
 namespace meshgate::test {
@@ -300,6 +301,20 @@ TEST(Listener, SniLongerThan253BytesIsRoutedByARegex) {
   EXPECT_EQ(n.peer.conns[n.last_backend()].tuple.local, kShop);
   EXPECT_EQ(n.peer.conns[n.last_backend()].tuple.local_port, 8081);
   EXPECT_EQ(n.lcount("tls", dp::kLsDefaulted), 1u);
+}
+
+// A listener's VIP is balanced like any other: a link-local source (RFC 3927) opens nothing,
+// where the same SYN from a routable client is answered by the stack's SYN-ACK.
+TEST(Listener, SynFromALinkLocalSourceIsDroppedBeforeTheStack) {
+  ListenerNet n;
+  const auto dropped = n.h.send(
+      test::tcp_frame("169.254.9.9", 40000, "203.0.113.30", 443, pkt::kTcpSyn), n.now);
+  EXPECT_TRUE(dropped.empty());
+  EXPECT_EQ(n.h.drops(dp::Drop::kSourceLinkLocal), 1u);
+  const auto answered = n.h.send(
+      test::tcp_frame("192.0.2.99", 40000, "203.0.113.30", 443, pkt::kTcpSyn), n.now);
+  ASSERT_EQ(answered.size(), 1u);
+  EXPECT_EQ(n.h.drops_total(), 1u);
 }
 
 TEST(Listener, ResetsEachRejectedConnectionWithItsReason) {
