@@ -262,17 +262,21 @@ TEST(Listener, ClientHelloInSmallSegmentsAndAcrossRecords) {
   EXPECT_EQ(n.peer.conns[n.last_backend()].rx, split);
 }
 
+// The listener's first connection `c` went to api's backend with `hello` first, unreset.
+void expect_one_to_api(ListenerNet& n, TcpConnId c, const std::string& hello) {
+  ASSERT_EQ(n.peer.accepted.size(), 1u);
+  EXPECT_EQ(n.peer.conns[n.last_backend()].tuple.local, kApi);
+  EXPECT_EQ(n.peer.conns[n.last_backend()].rx, hello);
+  EXPECT_FALSE(n.peer.conns[c].reset);
+}
+
 // RFC 8446 §5.1: a ClientHello may come one handshake byte per record, each record a segment
 // of its own here (six bytes). It is routed once whole, not left to peek_timeout_ms.
 TEST(Listener, ClientHelloInOneByteRecordsEachItsOwnSegmentIsRouted) {
   ListenerNet n;
   const std::string split = client_hello("api42.example.org", 0, 1);
   ASSERT_GT(split.size(), 6u * 60);
-  const TcpConnId c = n.send(443, split, 6);
-  ASSERT_EQ(n.peer.accepted.size(), 1u);
-  EXPECT_EQ(n.peer.conns[n.last_backend()].tuple.local, kApi);
-  EXPECT_EQ(n.peer.conns[n.last_backend()].rx, split);
-  EXPECT_FALSE(n.peer.conns[c].reset);
+  expect_one_to_api(n, n.send(443, split, 6), split);
   EXPECT_EQ(n.lcount("tls", dp::kLsPeekTimeout), 0u);
   EXPECT_EQ(n.lcount("tls", dp::kLsRouted), 1u);
 }
@@ -286,11 +290,7 @@ TEST(Listener, SniLongerThan253BytesIsRoutedByARegex) {
   name += "long.example.net";
   ASSERT_GT(name.size(), 253u);
   const std::string hello = client_hello(name);
-  const TcpConnId c = n.send(443, hello);
-  ASSERT_EQ(n.peer.accepted.size(), 1u);
-  EXPECT_EQ(n.peer.conns[n.last_backend()].tuple.local, kApi);
-  EXPECT_EQ(n.peer.conns[n.last_backend()].rx, hello);
-  EXPECT_FALSE(n.peer.conns[c].reset);
+  expect_one_to_api(n, n.send(443, hello), hello);
   EXPECT_EQ(n.lcount("tls", dp::kLsMalformed), 0u);
   EXPECT_EQ(n.lcount("tls", dp::kLsDefaulted), 0u);
   // The same length under example.com: the wildcard does not take it, the default does.
