@@ -103,6 +103,10 @@ inline FlowVerdict decide_flow(const Snapshot& s, const PacketMeta& m, uint32_t 
     v.action = FlowAction::kMiss;
     return v;
   }
+  if (const Drop d = new_flow_source(m); MG_UNLIKELY(d != Drop::kNone)) {
+    v.drop = d;
+    return v;
+  }
   if (MG_UNLIKELY(svc->source_ranges != 0) && !s.source_allowed(*svc, m.src)) {
     v.drop = Drop::kSourceDenied;
     return v;
@@ -126,6 +130,10 @@ inline FlowVerdict decide_flow(const Snapshot& s, const PacketMeta& m, uint32_t 
   const SnapBackend* be = maglev_pick(s, *svc, m, flow_hash);
   if (!be) {
     v.drop = svc->all_unhealthy ? Drop::kNoHealthyBackend : Drop::kNoBackend;
+    return v;
+  }
+  if (MG_UNLIKELY(source_is_own_backend(s, *svc, m, *be))) {
+    v.drop = Drop::kSourceIsBackend;
     return v;
   }
   v.action = FlowAction::kNewFlow;

@@ -35,6 +35,16 @@ Drop follow_fragment(WorkerCtx& c, Burst& b, rte_mbuf* mb, uint16_t i) {
   return Drop::kNone;
 }
 
+// A first fragment (it has the ports) of a datagram whose first fragment, with other ports,
+// started or found a flow that is still there: its later fragments follow that flow, and this
+// one would take them to a second (frag.h).
+bool duplicate_first_fragment(WorkerCtx& c, const Tuple& t, uint32_t ip_id, uint32_t now_ms) {
+  const FragTable::Entry* e = c.frags->find(t.src, t.dst, t.proto, ip_id, now_ms);
+  if (!e || (e->sport == t.sport && e->dport == t.dport)) return false;
+  const Flow* f = c.flows.mutable_at(e->flow_idx);
+  return f && c.flows.created_ms(*f) == e->flow_created;
+}
+
 }  // namespace
 
 namespace {
@@ -67,7 +77,7 @@ MG_ALWAYS_INLINE void start_flow(WorkerCtx& c, Burst& b, rte_mbuf* mb, uint16_t 
     counter_add(c.counters.flows_created, 1);
     forward_flow(c, b, mb, i, f);
     if (m.is_fragment()) {
-      c.frags->remember(t.src, t.dst, t.proto, m.ip_id, c.flows.index_of(f),
+      c.frags->remember(t.src, t.dst, t.sport, t.dport, t.proto, m.ip_id, c.flows.index_of(f),
                         c.flows.created_ms(*f), uint8_t(FlowDir::kOriginal), now_ms);
     }
   } else if (to.mode == Mode::kFullnat) {
@@ -95,6 +105,10 @@ void stage_flow(WorkerCtx& c, Burst& b, rte_mbuf** pkts, uint16_t n) {
     const PacketMeta& m = b.meta[i];
     rte_mbuf* mb = pkts[i];
     const Tuple t{m.src, m.dst, m.sport, m.dport, m.l4_proto};
+    if (MG_UNLIKELY(m.is_fragment()) && duplicate_first_fragment(c, t, m.ip_id, now_ms)) {
+      b.set_drop(i, Drop::kFragmentDuplicateFirst);
+      continue;
+    }
     FlowDir dir = FlowDir::kOriginal;
     Flow* f = c.flows.lookup(t, b.hash[i], b.bp[i], now_ms, &dir);
     const FlowVerdict v =
@@ -109,7 +123,7 @@ void stage_flow(WorkerCtx& c, Burst& b, rte_mbuf** pkts, uint16_t n) {
         else forward_flow(c, b, mb, i, f);
         if (m.is_fragment()) {
           // Keyed by the addresses as they arrived (`m` now holds the translated ones).
-          c.frags->remember(t.src, t.dst, t.proto, m.ip_id, c.flows.index_of(f),
+          c.frags->remember(t.src, t.dst, t.sport, t.dport, t.proto, m.ip_id, c.flows.index_of(f),
                             c.flows.created_ms(*f), uint8_t(dir), now_ms);
         }
         break;

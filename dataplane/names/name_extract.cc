@@ -22,6 +22,7 @@ char lower(uint8_t c) { return char(c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c);
 
 // Checks a DNS name in text form and, when `out` is given, stores it in lower case. Beyond LDH,
 // '_' is accepted: SRV-style and some internal names carry it, and it is harmless to a matcher.
+// `p` may be out->bytes itself.
 bool put_name(const uint8_t* p, uint32_t n, Name* out) {
   if (n > 0 && p[n - 1] == '.') --n;  // the root label: "a.example." is "a.example"
   if (n == 0 || n > kMaxNameBytes) return false;
@@ -67,8 +68,7 @@ class HandshakeCursor {
     while (n > 0) {
       if (rec_left_ == 0 && !next_record()) return false;
       const uint32_t avail = len_ - pos_;
-      if (avail == 0)
-        return fail(need_more(uint64_t(pos_) + std::min(rec_left_, limit_ - consumed_)));
+      if (avail == 0) return fail(need_more(uint64_t(pos_) + rest()));
       const uint32_t take = std::min({n, rec_left_, avail});
       if (dst != nullptr) {
         std::memcpy(dst, s_ + pos_, take);
@@ -97,6 +97,12 @@ class HandshakeCursor {
   ExtractResult failure() const { return failure_; }
 
  private:
+  // The fewest stream bytes from pos_ that can carry the rest of the message (inside the
+  // current record, a record boundary is past it): a decision needs every byte of it.
+  uint32_t rest() const {
+    const uint32_t r = limit_ - consumed_;
+    return rec_left_ >= r ? r : r + 5;
+  }
   bool fail(ExtractResult r) {
     failure_ = r;
     return false;
@@ -112,7 +118,7 @@ class HandshakeCursor {
     if (avail >= 1 && h[0] != kContentHandshake) return fail(kBad);
     // legacy_record_version: 0x0301 in a first ClientHello, 0x0303 otherwise; any 0x03xx.
     if (avail >= 2 && h[1] != 3) return fail(kBad);
-    if (avail < 5) return fail(need_more(uint64_t(pos_) + 5));
+    if (avail < 5) return fail(need_more(uint64_t(pos_) + 5 + (limit_ - consumed_)));
     const uint32_t length = uint32_t(h[3]) << 8 | h[4];
     // "Implementations MUST NOT send zero-length fragments of Handshake types."
     if (length == 0 || length > kMaxFragment) return fail(kBad);
@@ -160,8 +166,8 @@ bool read_server_name(HandshakeCursor& c, uint32_t ext_len, uint8_t* raw, uint32
       if (!c.skip(name_len)) return cursor_failed();
       continue;
     }
-    // One byte more than kMaxNameBytes leaves room for a trailing dot.
-    if (have_host || name_len > kMaxNameBytes + 1) return false;
+    // name_len < 2^16 fits `raw` (kMaxNameBytes + 1 bytes), a trailing dot included.
+    if (have_host) return false;
     if (!c.read(raw, name_len)) return cursor_failed();
     if (!put_name(raw, name_len, nullptr)) return false;
     raw_len = name_len;
@@ -312,7 +318,9 @@ ExtractResult extract_sni(const uint8_t* stream, uint32_t len, Name* out) {
   if (!c.uint(2, v)) return c.failure();
   if (v != end - c.consumed()) return kBad;
 
-  uint8_t raw[kMaxNameBytes + 1];
+  // The name's bytes go to out->bytes as read (a record may cut them anywhere); out->len only
+  // once the whole ClientHello is known good.
+  uint8_t* raw = reinterpret_cast<uint8_t*>(out->bytes);
   uint32_t raw_len = 0;
   bool have_host = false, have_sni = false;
   while (c.consumed() < end) {

@@ -8,7 +8,11 @@
 
 namespace meshgate::dp::names {
 
-inline constexpr uint32_t kMaxNameBytes = 253;  // the longest DNS name in text form
+// The longest name taken: RFC 6066 §3's HostName<1..2^16-1> (an HTTP Host fits the peek
+// bound, kMaxPeekBytes, too). A DNS name is at most 253 bytes in text form (RFC 1035 §2.3.4);
+// a longer one is still extracted, for regex routes to match (the matcher's exact and wildcard
+// maps hold DNS names only and never match it).
+inline constexpr uint32_t kMaxNameBytes = 65535;
 // RFC 1035 §2.3.4: a label is at most 63 octets.
 inline constexpr uint32_t kMaxLabelBytes = 63;
 // The longest ClientHello accepted (the handshake length field allows 16 MiB). Real ones are
@@ -16,6 +20,7 @@ inline constexpr uint32_t kMaxLabelBytes = 63;
 // is usually smaller still.
 inline constexpr uint32_t kMaxClientHelloBytes = 64 * 1024;
 
+// 64 KiB: a caller on a worker keeps one per thread rather than on its stack.
 struct Name {
   char bytes[kMaxNameBytes + 1];  // NUL-terminated
   uint32_t len = 0;
@@ -35,18 +40,20 @@ struct ExtractResult {
   Extract status = Extract::kNeedMore;
   // kNeedMore: the total stream length before another call can make progress (0: unknown,
   // call again on any new byte). Lets the caller avoid re-parsing a 16 KiB ClientHello on every
-  // 1-byte segment. A call with fewer bytes than `need` returns kNeedMore or, when the bytes
+  // 1-byte segment. For TLS, once the handshake length is known, it is the end of the
+  // ClientHello if the current record holds it, else that plus one more record header: a
+  // ClientHello sent in 1-byte records is tried some 20 to 40 times, not once per record. A call with fewer bytes than `need` returns kNeedMore or, when the bytes
   // already there are bad, kMalformed; never kFound or kNoName.
   uint32_t need = 0;
 };
 
 // `stream`/`len`: the client's first bytes of the connection, contiguous, from byte 0.
 // Neither reads past `len` nor writes past *out. No allocation, no exceptions.
-// *out is written only when kFound is returned. Once a call returns anything but kNeedMore,
+// out->len is written only when kFound is returned (out->bytes may be used as scratch). Once a call returns anything but kNeedMore,
 // every call with more bytes of the same stream returns the same (bytes after the ClientHello or
 // after the header section are not looked at).
 //
-// A name is 1..253 bytes of letters, digits, '-', '_' and '.', labels of 1..63 bytes; upper case
+// A name is 1..kMaxNameBytes bytes of letters, digits, '-', '_' and '.', labels of 1..63 bytes; upper case
 // is folded to lower case and one trailing dot is dropped. Anything else is kMalformed.
 
 // TLS: records of type 22 (any 0x03xx version, 1..2^14 bytes) carrying a ClientHello of at most

@@ -18,10 +18,15 @@ using tcp::TcpTuple;
 
 namespace {
 constexpr int kClient = 0;
-// Extraction attempts per connection before the proxy waits for the peek limit (or the
-// client's FIN) to try once more: each attempt copies the held bytes, so a client sending its
-// request head a line at a time cannot make the worker copy peek_bytes for every segment.
-constexpr uint8_t kMaxParses = 32;
+// What the extraction attempts of a connection may copy and parse together, in peek_bytes,
+// before the proxy waits for the peek limit (or the client's FIN) to try once more: each
+// attempt copies the held bytes, so a client sending its request head a line at a time cannot
+// make the worker copy peek_bytes for every segment. A budget of bytes, not of attempts: a
+// ClientHello in 1-byte records (RFC 8446 §5.1 lets a client cut it anywhere) takes some 20 to
+// 40 attempts, following the extractor's `need`, which copy about 20 to 40 times its length
+// (tests/unit/names/name_extract_test.cc), and an HTTP head a line at a time as many lines as
+// fit.
+constexpr uint32_t kParseBudget = 48;
 // The access log's end reason of a listener connection rejected for `why` (`fin`: the client
 // had sent its FIN).
 AccessEnd access_end_of(ListenerCounter why, bool fin) {
@@ -104,12 +109,12 @@ void Proxy::peek(Session* s, bool fin) {
   // Try when the extractor said enough may be there, within the attempt budget; always once
   // more at the limit or the FIN, when no more bytes will come.
   const bool last = full || fin;
-  if (!last && (s->held < s->need || s->parses >= kMaxParses)) return;
-  ++s->parses;
+  if (!last && (s->held < s->need || s->parsed + s->held > kParseBudget * l.peek_bytes)) return;
+  s->parsed += s->held;
   rte_mbuf* head = s->pending[kClient];
   const uint8_t* bytes =
       static_cast<const uint8_t*>(rte_pktmbuf_read(head, 0, s->held, peek_buf_.get()));
-  names::Name name;
+  names::Name& name = *peek_name_;
   const names::ExtractResult r = l.source == NameSource::kSni
                                      ? names::extract_sni(bytes, s->held, &name)
                                      : names::extract_host(bytes, s->held, &name);

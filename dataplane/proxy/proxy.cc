@@ -41,6 +41,7 @@ Proxy::Proxy(const ProxyParams& p, const ProxyDeps& d, uint64_t now_ns)
   route_counters_ = std::make_unique<RouteCounters[]>(kMaxRouteStats);
   deny_counters_ = std::make_unique<uint64_t[]>(kMaxDenyStats);
   peek_buf_ = std::make_unique<uint8_t[]>(kMaxPeekBytes);
+  peek_name_ = std::make_unique<names::Name>();
   if (d_.access_log != nullptr && d_.access_log->on()) {
     log_ = std::make_unique<SessionLog[]>(p_.max_sessions);
   }
@@ -149,7 +150,7 @@ Proxy::Session* Proxy::alloc_session() {
   s->shut[0] = s->shut[1] = false;
   s->connected[0] = s->connected[1] = false;
   s->peeking = false;
-  s->parses = 0;
+  s->parsed = 0;
   s->held = s->need = 0;
   s->listener_stat = s->route_stat = 0;
   s->istio_row = kNoIstioRow;

@@ -30,6 +30,7 @@
 #include "dataplane/common/limits.h"
 #include "dataplane/common/net_types.h"
 #include "dataplane/names/deny.h"
+#include "dataplane/names/name_extract.h"
 #include "dataplane/tcp/tcp_stack.h"
 #include "dataplane/tcp/timer_wheel.h"
 
@@ -188,7 +189,7 @@ class Proxy {
     // A listener's connection whose name is not read yet: the bytes read so far wait in
     // pending[0] (`held` bytes); the extractor needs `need` before another try helps.
     bool peeking = false;
-    uint8_t parses = 0;
+    uint32_t parsed = 0;  // bytes the extractor was given so far, over all its tries
     uint32_t held = 0;
     uint32_t need = 0;
     uint32_t listener_stat = 0;
@@ -289,6 +290,7 @@ class Proxy {
   names::StreamArena arena_;  // deny-signature stream states (ProxyParams::deny)
   // The client's first bytes made contiguous for the name extractors (peek_bytes at most).
   std::unique_ptr<uint8_t[]> peek_buf_;
+  std::unique_ptr<names::Name> peek_name_;  // what they name (64 KiB: not on the stack)
   ProxyStats published_;
   uint32_t published_ms_ = 0;
 };

@@ -98,6 +98,10 @@ void stage_classify(WorkerCtx& c, Burst& b, rte_mbuf** pkts, uint16_t n) {
       // size) still reaches the stack through the service and lookup stages.
       if (const Drop d = martian(*c.snap, m); MG_UNLIKELY(d != Drop::kNone)) {
         b.set_drop(i, d);
+      } else if (const Drop l = new_flow_source(m);
+                 MG_UNLIKELY(l != Drop::kNone) && c.snap->is_vip(m.dst)) {
+        // A listener's or proxy service's VIP (the HBONE port is a port address).
+        b.set_drop(i, l);
       } else if (MG_UNLIKELY(c.snap->any_source_ranges) &&
                  (m.tcp_flags & (kTcpSyn | kTcpAck)) == kTcpSyn &&
                  !stack_source_allowed(*c.snap, m)) {

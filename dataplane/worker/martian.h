@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "dataplane/common/compiler.h"
 #include "dataplane/drop_reasons.h"
 #include "dataplane/packet/parse.h"
 #include "dataplane/snapshot/snapshot.h"
@@ -60,6 +61,44 @@ inline Drop martian(const Snapshot& s, const PacketMeta& m) {
     return Drop::kDestinationNotUnicast;
   }
   return Drop::kNone;
+}
+
+// RFC 3927 §2.7 (169.254/16), RFC 4291 §2.5.6 (fe80::/10): link-local addresses are
+// meaningful on their link only, and a router never forwards a packet carrying one.
+inline bool is_link_local(const IpAddr& a, bool v4) {
+  if (v4) return a.b[12] == 169 && a.b[13] == 254;
+  return a.b[0] == 0xfe && (a.b[1] & 0xc0) == 0x80;
+}
+
+// The source checks of a packet that would start a flow through service `svc` (a VIP), after
+// martian(): a link-local client is answered on its link at most, never balanced to a backend
+// elsewhere (the proxy's listeners and services included).
+inline Drop new_flow_source(const PacketMeta& m) {
+  return MG_UNLIKELY(is_link_local(m.src, m.l3 == L3::kIpv4)) ? Drop::kSourceLinkLocal
+                                                                : Drop::kNone;
+}
+
+// A backend of `svc` calling its own VIP (hairpin). dnat keeps the client's address, so the
+// backend the flow lands on answers that address directly, itself or its neighbour, not through
+// the gateway: the connection never forms (kube-proxy and IPVS masquerade hairpin traffic for
+// this reason). DSR backends hold the VIP themselves and never send to it through the gateway.
+// A packet from a backend's address to a dnat or DSR VIP is thus spoofed or looping; fullnat
+// and proxy rewrite the source and carry it. Looked up by the backend Maglev picked (its
+// address, and the backend index at its port: a service's backends share their target port
+// in the usual case).
+inline bool source_is_own_backend(const Snapshot& s, const SnapService& svc, const PacketMeta& m,
+                                  const SnapBackend& be) {
+  if (svc.mode == Mode::kFullnat || svc.mode == Mode::kProxy) return false;
+  if (m.src == be.address) return true;
+  uint32_t n = 0;
+  const uint32_t* users = s.services_of_backend(m.src, be.port_be, svc.proto, &n);
+  if (n == 0) return false;
+  const uint32_t owner =
+      svc.node_port_of != 0 ? svc.node_port_of - 1 : uint32_t(&svc - s.services.data());
+  for (uint32_t i = 0; i < n; ++i) {
+    if (users[i] == owner) return true;
+  }
+  return false;
 }
 
 }  // namespace meshgate::dp

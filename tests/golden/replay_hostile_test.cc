@@ -165,6 +165,29 @@ void add_fragment_rows(std::vector<Row>& v) {
                  Drop::kNone, 2});
   }
   c = client_of(v.size());
+  {
+    // The same datagram's first fragment again, from another source port: its later fragments
+    // would follow a second flow (perhaps another backend) after the first's.
+    auto first_from = [&](uint16_t sport) {  // of the current client `c`
+      const auto ip = ip_hdr(c.v4, kVip);
+      pkt::UdpHdr u;
+      u.sport = sport;
+      u.dport = 53;
+      Bytes l4 = pkt::udp_datagram(ip.src, ip.dst, u, Bytes(24, 3));
+      l4.resize(16);
+      return fragment(c, false, 0, true, l4, pkt::kProtoUdp);
+    };
+    v.push_back({"UDP first fragment twice, the second with other ports",
+                 {first_from(c.port)},
+                 {first_from(uint16_t(c.port + 1000)), first_from(uint16_t(c.port + 2000))},
+                 Drop::kFragmentDuplicateFirst});
+    c = client_of(v.size());
+    v.push_back({"UDP first fragment repeated as it was, then its later fragment, follow the flow",
+                 {first_from(c.port)},
+                 {first_from(c.port), fragment(c, false, 2, false, Bytes(8, 4), pkt::kProtoUdp)},
+                 Drop::kNone, 2});
+  }
+  c = client_of(v.size());
   v.push_back({"later fragment whose first was never seen", {},
                {fragment(c, false, 3, false, Bytes(16, 5), pkt::kProtoUdp)},
                Drop::kFragmentNoFirst});
@@ -420,6 +443,18 @@ void add_martian_rows(std::vector<Row>& v) {
   v.push_back({"UDP to the port subnet's broadcast address", {},
                {test::udp_frame(c.v4.c_str(), c.port, "198.51.100.255", 53)},
                Drop::kDestinationNotUnicast});
+  c = client_of(v.size());
+  v.push_back({"SYN to the VIP from link-local 169.254.1.1", {},
+               {pkt::build_tcp(kToGw, ip_hdr("169.254.1.1", kVip), tcp_hdr(c.port, 80, pkt::kTcpSyn))},
+               Drop::kSourceLinkLocal});
+  c = client_of(v.size());
+  v.push_back({"SYN to web6 from link-local fe80::1", {},
+               {pkt::build_tcp(kToGw, ip_hdr("fe80::1", kVip6), tcp_hdr(c.port, 80, pkt::kTcpSyn))},
+               Drop::kSourceLinkLocal});
+  c = client_of(v.size());
+  v.push_back({"SYN to web (dnat) from its backend 198.51.100.12", {},
+               {pkt::build_tcp(kToGw, ip_hdr("198.51.100.12", kVip), tcp_hdr(c.port, 80, pkt::kTcpSyn))},
+               Drop::kSourceIsBackend});
   c = client_of(v.size());
   v.push_back({"SYN to the VIP in a broadcast frame", {},
                {test::tcp_frame(c.v4.c_str(), c.port, kVip, 80, pkt::kTcpSyn, 64,

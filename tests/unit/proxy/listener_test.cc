@@ -11,6 +11,7 @@
 
 #include "dataplane/proxy/proxy.h"
 #include "dataplane/snapshot/snapshot.h"
+#include "tests/support/frames.h"
 #include "tests/support/proxy_net.h"
 
 namespace meshgate::test {
@@ -87,6 +88,9 @@ default_service = "fallback"
   service = "wild"
   [[listener.route]]
   hostnames = ["~^api[0-9]+\\.example\\.org$"]  # anchors are allowed (and implied)
+  service = "api"
+  [[listener.route]]
+  hostnames = ["~([a-z0-9]+\\.)+long\\.example\\.net"]  # names past 253 bytes too
   service = "api"
 
 [[listener]]
@@ -256,6 +260,61 @@ TEST(Listener, ClientHelloInSmallSegmentsAndAcrossRecords) {
   ASSERT_EQ(n.peer.accepted.size(), 1u);
   EXPECT_EQ(n.peer.conns[n.last_backend()].tuple.local, kShop);
   EXPECT_EQ(n.peer.conns[n.last_backend()].rx, split);
+}
+
+// The listener's first connection `c` went to api's backend with `hello` first, unreset.
+void expect_one_to_api(ListenerNet& n, TcpConnId c, const std::string& hello) {
+  ASSERT_EQ(n.peer.accepted.size(), 1u);
+  EXPECT_EQ(n.peer.conns[n.last_backend()].tuple.local, kApi);
+  EXPECT_EQ(n.peer.conns[n.last_backend()].rx, hello);
+  EXPECT_FALSE(n.peer.conns[c].reset);
+}
+
+// RFC 8446 §5.1: a ClientHello may come one handshake byte per record, each record a segment
+// of its own here (six bytes). It is routed once whole, not left to peek_timeout_ms.
+TEST(Listener, ClientHelloInOneByteRecordsEachItsOwnSegmentIsRouted) {
+  ListenerNet n;
+  const std::string split = client_hello("api42.example.org", 0, 1);
+  ASSERT_GT(split.size(), 6u * 60);
+  expect_one_to_api(n, n.send(443, split, 6), split);
+  EXPECT_EQ(n.lcount("tls", dp::kLsPeekTimeout), 0u);
+  EXPECT_EQ(n.lcount("tls", dp::kLsRouted), 1u);
+}
+
+// RFC 6066 §3 allows a HostName up to 2^16-1 bytes: a name past DNS's 253 is matched by the
+// regex route (docs/NAMES.md), never by an exact or wildcard one.
+TEST(Listener, SniLongerThan253BytesIsRoutedByARegex) {
+  ListenerNet n;
+  std::string name;
+  for (int i = 0; i < 5; ++i) name += std::string(63, char('a' + i)) + ".";
+  name += "long.example.net";
+  ASSERT_GT(name.size(), 253u);
+  const std::string hello = client_hello(name);
+  expect_one_to_api(n, n.send(443, hello), hello);
+  EXPECT_EQ(n.lcount("tls", dp::kLsMalformed), 0u);
+  EXPECT_EQ(n.lcount("tls", dp::kLsDefaulted), 0u);
+  // The same length under example.com: the wildcard does not take it, the default does.
+  std::string wild = name.substr(0, name.size() - std::string("long.example.net").size()) +
+                     "example.com";
+  n.send(443, client_hello(wild));
+  ASSERT_EQ(n.peer.accepted.size(), 2u);
+  EXPECT_EQ(n.peer.conns[n.last_backend()].tuple.local, kShop);
+  EXPECT_EQ(n.peer.conns[n.last_backend()].tuple.local_port, 8081);
+  EXPECT_EQ(n.lcount("tls", dp::kLsDefaulted), 1u);
+}
+
+// A listener's VIP is balanced like any other: a link-local source (RFC 3927) opens nothing,
+// where the same SYN from a routable client is answered by the stack's SYN-ACK.
+TEST(Listener, SynFromALinkLocalSourceIsDroppedBeforeTheStack) {
+  ListenerNet n;
+  const auto dropped = n.h.send(
+      test::tcp_frame("169.254.9.9", 40000, "203.0.113.30", 443, pkt::kTcpSyn), n.now);
+  EXPECT_TRUE(dropped.empty());
+  EXPECT_EQ(n.h.drops(dp::Drop::kSourceLinkLocal), 1u);
+  const auto answered = n.h.send(
+      test::tcp_frame("192.0.2.99", 40000, "203.0.113.30", 443, pkt::kTcpSyn), n.now);
+  ASSERT_EQ(answered.size(), 1u);
+  EXPECT_EQ(n.h.drops_total(), 1u);
 }
 
 TEST(Listener, ResetsEachRejectedConnectionWithItsReason) {

@@ -567,6 +567,48 @@ TEST(Fragments, later_fragments_follow_their_first_fragment_in_both_directions) 
   EXPECT_EQ(pkt::decode(r2[0]).dst.str(), "192.0.2.5");
 }
 
+// A second first fragment of the same datagram (source, destination, protocol, IP id) with
+// other ports would start a second flow, and the later fragments would follow whichever came
+// last: one datagram split between two backends (or services). The second is dropped, the
+// later fragments follow the first; the first repeated as it was (a duplicate on the wire)
+// still goes its flow's way.
+TEST(Fragments, a_first_fragment_again_with_other_ports_is_dropped_and_the_rest_follow_the_first) {
+  DataplaneHarness h(kModes);
+  pkt::IpHdr ip;
+  ip.src = A("192.0.2.5");
+  ip.dst = A("203.0.113.11");  // fullnat-udp
+  ip.id = 0x4343;
+  ip.mf = true;
+  auto first_of = [&](uint16_t sport) {
+    pkt::UdpHdr u;
+    u.sport = sport;
+    u.dport = 53;
+    const Bytes datagram = pkt::udp_datagram(ip.src, ip.dst, u, Bytes(64, 7));
+    return pkt::build_ip(kToGw, ip, pkt::kProtoUdp, std::span(datagram).first(40));
+  };
+  const auto o1 = h.send(first_of(5555), kT0);
+  ASSERT_EQ(o1.size(), 1u);
+  const auto d1 = pkt::decode(o1[0]);
+  for (uint16_t sport = 6000; sport < 6016; ++sport) {
+    EXPECT_TRUE(h.send(first_of(sport), kT0 + 1).empty()) << sport;
+  }
+  EXPECT_EQ(h.drops(Drop::kFragmentDuplicateFirst), 16u);
+  EXPECT_EQ(h.counters().flows_created, 1u);
+  const auto again = h.send(first_of(5555), kT0 + 2);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(pkt::decode(again[0]).dst, d1.dst);
+  EXPECT_EQ(pkt::decode(again[0]).sport, d1.sport);
+  pkt::IpHdr later = ip;
+  later.mf = false;
+  later.frag_offset = 5;
+  const auto o2 = h.send(pkt::build_ip(kToGw, later, pkt::kProtoUdp, Bytes(32, 7)), kT0 + 3);
+  ASSERT_EQ(o2.size(), 1u);
+  EXPECT_EQ(pkt::decode(o2[0]).dst, d1.dst);
+  EXPECT_EQ(h.counters().fragments_followed, 1u);
+  EXPECT_EQ(h.drops_total(), 16u);
+  EXPECT_TRUE(h.balanced());
+}
+
 TEST(Fragments, a_later_fragment_without_its_first_is_fragment_no_first) {
   DataplaneHarness h(kModes);
   pkt::IpHdr ip;

@@ -102,6 +102,15 @@ constexpr MartianSyn kMartianSyns[] = {
     {"2001:db8:1::2", "2001:db8:100::10", Drop::kSourceIsLocal},
     // The broadcast address of the port's subnet (198.51.100.0/24) is no host's.
     {"198.51.100.255", "203.0.113.10", Drop::kSourceIsBroadcast},
+    // Link-local sources (RFC 3927, RFC 4291 §2.5.6): never forwarded by a router.
+    {"169.254.1.1", "203.0.113.10", Drop::kSourceLinkLocal},
+    {"169.254.255.254", "203.0.113.10", Drop::kSourceLinkLocal},
+    {"fe80::1", "2001:db8:100::10", Drop::kSourceLinkLocal},
+    {"febf::1", "2001:db8:100::10", Drop::kSourceLinkLocal},
+    // A backend of the (dnat) service as its client: the hairpin's reply would not come back.
+    {"198.51.100.11", "203.0.113.10", Drop::kSourceIsBackend},
+    {"198.51.100.13", "203.0.113.10", Drop::kSourceIsBackend},
+    {"2001:db8:1::12", "2001:db8:100::10", Drop::kSourceIsBackend},
     // Destinations never forwarded.
     {"192.0.2.1", "0.0.0.0", Drop::kMartianDestination},
     {"192.0.2.1", "127.0.0.1", Drop::kMartianDestination},
@@ -121,6 +130,10 @@ std::vector<MartianCase> martian_cases() {
   const pkt::EthHdr to_group4{M("01:00:5e:01:02:03"), kRouter};
   v.push_back({"UDP to dns from the VIP", udp_frame("203.0.113.10", 53, "203.0.113.10", 53),
                Drop::kSourceIsLocal});
+  v.push_back({"UDP to dns from 169.254.7.7", udp_frame("169.254.7.7", 53, "203.0.113.10", 53),
+               Drop::kSourceLinkLocal});
+  v.push_back({"UDP to dns from its backend", udp_frame("198.51.100.12", 4000, "203.0.113.10", 53),
+               Drop::kSourceIsBackend});
   v.push_back({"echo request to the port address from itself",
                echo_request("198.51.100.1", "198.51.100.1"), Drop::kSourceIsLocal});
   v.push_back({"echo request to the VIP from the VIP",
@@ -207,6 +220,52 @@ TEST(Martians, an_established_flow_and_its_replies_are_not_affected) {
   ASSERT_EQ(back.size(), 1u);
   EXPECT_EQ(pkt::decode(back[0]).src, A("203.0.113.10"));
   EXPECT_EQ(h.drops_total(), 0u);
+}
+
+// Next to the link-local and backend sources that are dropped: what still passes. A
+// link-local neighbour is answered on its link (an echo request to the port address); an
+// address just outside 169.254/16 and fe80::/10 is an ordinary client; a backend's address
+// is a client of a service it does not serve; and a fullnat service carries its backends'
+// hairpin, its source rewritten to a fullnat address.
+TEST(Martians, link_local_on_its_link_and_a_backend_through_fullnat_pass) {
+  const std::string cfg = topology() + R"(
+[[service]]
+name = "api"
+vip = "203.0.113.20"
+port = 443
+protocol = "tcp"
+mode = "fullnat"
+  [[service.backend]]
+  address = "198.51.100.11"
+  port = 8443
+  [[service.backend]]
+  address = "198.51.100.12"
+  port = 8443
+)";
+  DataplaneHarness h(cfg);
+  uint64_t ts = kT0;
+  const auto echo = h.send(echo_request("169.254.3.3", "198.51.100.1"), ts++);
+  ASSERT_EQ(echo.size(), 1u);
+  EXPECT_EQ(pkt::decode(echo[0]).dst, A("169.254.3.3"));
+  for (const char* src : {"169.253.255.255", "169.255.0.1", "fec0::1", "fe7f::1"}) {
+    SCOPED_TRACE(src);
+    const bool v6 = std::string(src).find(':') != std::string::npos;
+    const auto out = h.send(
+        tcp_frame(src, 1000, v6 ? "2001:db8:100::10" : "203.0.113.10", 80, pkt::kTcpSyn), ts++);
+    EXPECT_EQ(out.size(), 1u);
+  }
+  // 198.51.100.13 is web's backend, not dns's.
+  EXPECT_EQ(h.send(udp_frame("198.51.100.13", 4000, "203.0.113.10", 53), ts++).size(), 1u);
+  for (uint16_t port = 40000; port < 40008; ++port) {
+    const auto out = h.send(tcp_frame("198.51.100.11", port, "203.0.113.20", 443, pkt::kTcpSyn),
+                            ts++);
+    ASSERT_EQ(out.size(), 1u);
+    const auto d = pkt::decode(out[0]);
+    EXPECT_EQ(d.src, A("198.51.100.2"));  // the fullnat address
+    EXPECT_EQ(d.dport, 8443);
+  }
+  EXPECT_EQ(h.drops_total(), 0u);
+  EXPECT_TRUE(h.balanced());
 }
 
 // ARP: a sender claiming one of the gateway's addresses (or a subnet broadcast) is neither
