@@ -158,7 +158,7 @@ bool reload(const Admin& a, bool as_json, unsigned wait_s) {
   cli.set_read_timeout(kReloadPostTimeoutS, 0);
   httplib::Result res = cli.Post("/reload");
   if (!res) {
-    report_failure(a, "POST", "/reload", res.error(), kReloadTimeoutS);
+    report_failure(a, "POST", "/reload", res.error(), kReloadPostTimeoutS);
     return false;
   }
   // 200 applied, 400 invalid, 409 restart required or another reload in progress: each with
