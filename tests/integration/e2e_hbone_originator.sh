@@ -7,7 +7,7 @@
 source "$(dirname "$0")/hbone/lib.sh"
 command -v nghttpx >/dev/null || fail "nghttpx missing (tools/setup.sh installs nghttp2-proxy)"
 
-BASE=$(port_block 45000)
+BASE=$(port_block 10000)
 ECHO=$BASE PROXY=$((BASE + 1)) NGHTTPX=$((BASE + 2)) LOCAL=$((BASE + 3)) LOCAL_BAD=$((BASE + 4))
 make_pki
 
