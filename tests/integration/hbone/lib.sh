@@ -20,9 +20,8 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 note() { echo "--- $*"; }
-# A block of 10 ports for this run, chosen by PID inside [$1, $1 + 10000).
-# port_block BASE: ten loopback ports of this run, BASE + 0..9999. Keep BASE + 10000 below the
-# kernel's ephemeral range (32768..60999): a port there can be any outgoing connection's.
+# A block of 10 ports for this run, chosen by PID inside [$1, $1 + 10000). Keep $1 + 10000 below
+# the kernel's ephemeral range (32768..60999): a port there can be any outgoing connection's.
 port_block() { echo $(( $1 + ($$ % 1000) * 10 )); }
 make_pki() { "$SRC/tools/mkpki" "$TMP/pki" >/dev/null; P=$TMP/pki; }
 stat() { $PY -c "import json; print(json.load(open('$1'))['$2'])"; }
