@@ -2,7 +2,7 @@
 # A reload that takes seconds (a listener of thousands of regex routes: Hyperscan compiles them
 # in the check and for the snapshot) must not stop the gateway from answering
 # (config/README.md "Reloading"). A live gateway on a net_null port:
-#   meshgate-ctl reload of the big config while /healthz and /ready are probed every 100 ms:
+#   meshgate-ctl reload of the big config while /healthz, /ready and /stats are probed every 100 ms:
 #     every probe answers 200, a second POST /reload meanwhile answers 409 in_progress (nothing
 #     started), GET /reload says in_progress, and ctl exits 0 with "reloaded" once the config
 #     runs (/config_dump's sha256 is the new file's): the true outcome, also past POST /reload's
@@ -53,11 +53,14 @@ code() { curl -s -o /dev/null -w '%{http_code}' --max-time "${2:-2}" "http://$MG
 ready() { [[ $(code /ready) == 200 ]]; }
 ms() { date +%s%3N; }
 
-# prober FILE: /healthz and /ready every 100 ms, one "path code" line each, until killed.
+# prober FILE: /healthz and /ready every 100 ms, one "path code" line each, until killed; and
+# /stats, which the control loop answers: the loop keeps ticking (and so draining the access
+# log's rings, polling health checks and signals) while the reload compiles.
 prober() {
   while :; do
     echo "/healthz $(code /healthz 1)" >>"$1"
     echo "/ready $(code /ready 1)" >>"$1"
+    echo "/stats $(code /stats 2)" >>"$1"
     sleep 0.1
   done
 }
