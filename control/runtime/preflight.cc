@@ -48,6 +48,14 @@ void check_referenced_files(const Config& cfg, ConfigErrors* errs) {
     read("hbone.ca_file", cfg.hbone.ca_file, kMaxPemFileBytes);
     read("hbone.token_file", cfg.hbone.token_file, kMaxPemFileBytes);
   }
+  // The access log is opened once the gateway runs: a directory that is not there would end
+  // the start (exit 1, and under systemd a restart loop) after --check said ok.
+  if (const std::string& log = cfg.access_log.path; !log.empty() && log != "-") {
+    if (std::string why = check_output_file(log); !why.empty()) {
+      errs->errors.push_back(
+          {position_of(cfg, "access_log.path"), "access_log.path", "access log: " + why});
+    }
+  }
 }
 
 void check_devices(const Config& cfg, bool replay, ConfigErrors* errs) {

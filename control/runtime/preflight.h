@@ -13,7 +13,8 @@ namespace meshgate::ctl {
 
 // The mesh file (read and parsed: its own errors keep their file:line:column), the PEM files
 // and token files of [mesh] and [hbone]: each must be a regular file within its size limit
-// (control/common/file_read.h). Appends to `errs`.
+// (control/common/file_read.h); the [access_log] file must be one that can be created or
+// appended to (check_output_file). Appends to `errs`.
 void check_referenced_files(const Config& cfg, ConfigErrors* errs);
 
 // Each [[port]] device (control/runtime/devices.h: PCI address present, vdev driver known,

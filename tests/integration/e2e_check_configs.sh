@@ -41,6 +41,10 @@ name = "net0"
 device = "net_null0"
 addresses = ["198.51.100.1/24"]'
 
+# An access log in a directory that does not exist: the start would open it and exit 1.
+check access_log_dir "access_log_dir.toml:[0-9]+:8: access_log.path: access log: directory \"/nonexistent-mg\" does not exist" "$base
+[access_log]
+path = \"/nonexistent-mg/access.log\""
 check misspelt_key "misspelt_key.toml:2:1: gateway.wrokers: unknown key \(did you mean 'workers'\?\)" "[gateway]
 wrokers = 2
 $base"
