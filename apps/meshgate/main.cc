@@ -141,11 +141,7 @@ int main(int argc, char** argv) {
     for (auto& e : found.errors) {
       if (!reported(errs, e.key)) errs.errors.push_back(std::move(e));
     }
-    std::stable_sort(errs.errors.begin(), errs.errors.end(),
-                     [](const ConfigError& a, const ConfigError& b) {
-                       return std::pair{a.pos.line, a.pos.column} <
-                              std::pair{b.pos.line, b.pos.column};
-                     });
+    sort_by_position(errs.errors);
   }
   if (!errs.errors.empty()) {
     std::fputs(errs.str().c_str(), stderr);

@@ -44,6 +44,8 @@ struct ConfigErrors {
   std::vector<ConfigError> errors;
   std::string str() const;  // one error per line
 };
+// Orders errors as they stand in their file (line, then column), keeping the order of equals.
+void sort_by_position(std::vector<ConfigError>& errors);
 
 // Defaults.
 inline constexpr uint32_t kDefaultWorkers = 1;

@@ -78,12 +78,12 @@ std::string int_expected(const IntSpec& spec) {
 
 std::string family(const IpAddr& a) { return a.is_v4() ? "IPv4" : "IPv6"; }
 
+}  // namespace config_detail
+
 void sort_by_position(std::vector<ConfigError>& errors) {
   std::stable_sort(errors.begin(), errors.end(), [](const ConfigError& a, const ConfigError& b) {
     return std::pair{a.pos.line, a.pos.column} < std::pair{b.pos.line, b.pos.column};
   });
 }
-
-}  // namespace config_detail
 
 }  // namespace meshgate::ctl

@@ -178,7 +178,6 @@ std::string int_expected(const IntSpec& spec);
 // "IPv4" or "IPv6".
 std::string family(const IpAddr& a);
 // File order, so the first error a reader meets is the first one in the file.
-void sort_by_position(std::vector<ConfigError>& errors);
 
 // ---- suggestions (config_suggest.cc) ----
 

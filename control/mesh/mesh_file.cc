@@ -576,9 +576,7 @@ Result<MeshModel, ConfigErrors> parse_mesh_file(std::string_view text, const std
   MeshModel m = parser.parse(root);
   auto& errors = parser.errors();
   if (!errors.empty()) {
-    std::stable_sort(errors.begin(), errors.end(), [](const ConfigError& a, const ConfigError& b) {
-      return std::pair{a.pos.line, a.pos.column} < std::pair{b.pos.line, b.pos.column};
-    });
+    sort_by_position(errors);
     return ConfigErrors{std::move(errors)};
   }
   return m;

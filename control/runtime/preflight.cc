@@ -88,10 +88,7 @@ ConfigErrors preflight(const Config& cfg, bool replay, bool devices) {
   check_referenced_files(cfg, &errs);
   if (devices) check_devices(cfg, replay, &errs);
   if (!replay) check_host_services(cfg, &errs);
-  std::stable_sort(errs.errors.begin(), errs.errors.end(),
-                   [](const ConfigError& a, const ConfigError& b) {
-                     return std::pair{a.pos.line, a.pos.column} < std::pair{b.pos.line, b.pos.column};
-                   });
+  sort_by_position(errs.errors);
   return errs;
 }
 
